@@ -1,0 +1,1 @@
+"""Measurement engine: clock, sampler, statistics, conditions, counters, provenance."""

@@ -1,0 +1,109 @@
+"""TargetSpec: a hardware description kept as data, every figure with its source.
+
+The catalogue files (``catalogue/*.toml``) are parsed into these values by ``catalogue.py``; the
+host CPU's spec is derived at run time by ``host.py``. Units are in the field names.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A number and where it comes from (a datasheet citation, or how it was derived)."""
+
+    value: float
+    source: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"value": self.value, "source": self.source}
+
+
+@dataclass(frozen=True)
+class Identity:
+    id: str                      # canonical id, also the baseline directory name ("h100-sxm")
+    name: str                    # marketing name
+    vendor: str                  # "nvidia", "amd", "intel", "google", ...
+    kind: str                    # "gpu", "asic", "cpu"
+    backend: str                 # the Device backend that drives it: "cuda", "rocm", "cpu", "tpu"...
+    aliases: tuple[str, ...] = ()
+    # How to recognise the physical device: regexes over the name the driver reports, PCI ids.
+    match_name: tuple[str, ...] = ()
+    pci_device_ids: tuple[str, ...] = ()
+    architecture: str = ""       # "Hopper", "CDNA3", "Sapphire Rapids"...
+
+
+@dataclass(frozen=True)
+class Compute:
+    units: Figure                # SMs, CUs, TensorCores, cores
+    unit_name: str               # "SM", "CU", "core"...
+    clock_base_mhz: Figure | None
+    clock_boost_mhz: Figure | None
+    # Dense peak FLOP/s (or OP/s for integer types) per dtype, at the boost clock unless said.
+    peak_flops: Mapping[str, Figure]
+    # Peak of non-matrix (vector/SIMT) FLOP/s per dtype where it differs from the matrix peak.
+    vector_peak_flops: Mapping[str, Figure] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MemoryLevel:
+    name: str                    # "l1", "l2", "l3", "dram" (Work's level names)
+    label: str                   # "HBM3", "L2", "L1/shared"...
+    scope: str                   # "unit" (per SM/core), "device", "socket", "system"
+    capacity_bytes: Figure | None
+    bandwidth_bytes_per_s: Figure | None
+    latency_ns: Figure | None = None
+
+
+@dataclass(frozen=True)
+class Link:
+    name: str                    # "pcie5-x16", "nvlink4", "infinity-fabric", "ici"
+    bandwidth_bytes_per_s: Figure  # per direction
+    latency_us: Figure | None = None
+    count: int = 1               # links of this kind per device
+
+
+@dataclass(frozen=True)
+class Power:
+    tdp_w: Figure | None
+    idle_w: Figure | None = None
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    identity: Identity
+    compute: Compute
+    memory: tuple[MemoryLevel, ...]
+    host_link: Link | None
+    peer_links: tuple[Link, ...]
+    power: Power | None
+    sources: Mapping[str, str]   # citation key -> full citation
+    origin: str = ""             # file it was loaded from, or "derived at run time"
+    notes: tuple[str, ...] = ()
+
+    @property
+    def id(self) -> str:
+        return self.identity.id
+
+    def level(self, name: str) -> MemoryLevel | None:
+        for level in self.memory:
+            if level.name == name:
+                return level
+        return None
+
+    def peak(self, dtype: str) -> float | None:
+        """Dense peak FLOP/s for ``dtype``, or None when the target has no such figure."""
+        figure = self.compute.peak_flops.get(dtype)
+        return figure.value if figure is not None else None
+
+    def bandwidth(self, level: str) -> float | None:
+        found = self.level(level)
+        if found is None or found.bandwidth_bytes_per_s is None:
+            return None
+        return found.bandwidth_bytes_per_s.value
+
+    def to_json(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return asdict(self)

@@ -1,0 +1,163 @@
+"""Work: what a case does, independent of hardware.
+
+FLOPs per dtype, bytes per memory level, kernel launches, host/device and peer transfers and
+collective messages. The common currency of suites, models, workloads and the simulator.
+
+Memory level names are the ones targets use: ``l1``, ``l2``, ``l3`` for caches and ``dram`` for a
+device's main memory (DDR on a CPU, HBM/GDDR on an accelerator). Transfer names: ``h2d``, ``d2h``,
+``d2d``, ``peer``, and ``host`` for host-memory copies on a CPU-only machine.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from .errors import UsageError
+
+DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int32")
+MEMORY_LEVELS = ("l1", "l2", "l3", "dram")
+TRANSFER_KINDS = ("h2d", "d2h", "d2d", "peer", "host")
+
+def _as_amounts(name: str, value: Any, default_key: str, allowed: tuple[str, ...] | None) -> dict[str, float]:
+    if value is None:
+        return {}
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = {default_key: value}
+    if not isinstance(value, Mapping):
+        raise UsageError(f"Work.{name} must be a number or a mapping, got {value!r}")
+    out: dict[str, float] = {}
+    for key, amount in value.items():
+        if allowed is not None and key not in allowed:
+            raise UsageError(f"Work.{name} key {key!r} is not one of {', '.join(allowed)}")
+        if not isinstance(amount, (int, float)) or isinstance(amount, bool) or amount < 0:
+            raise UsageError(f"Work.{name}[{key!r}] must be a non-negative number, got {amount!r}")
+        if amount:
+            out[str(key)] = float(amount)
+    return out
+
+@dataclass(frozen=True)
+class Collective:
+    """One collective or point-to-point message: ``op`` over ``ranks`` ranks, ``bytes`` per rank."""
+
+    op: str
+    bytes: float
+    ranks: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"op": self.op, "bytes": self.bytes, "ranks": self.ranks}
+
+@dataclass(frozen=True, init=False)
+class Work:
+    """What one execution of a case does.
+
+    ``flops`` and ``bytes`` accept a number (FLOPs of ``dtype``; bytes moved to/from ``dram``) or
+    a mapping by dtype / memory level. ``op`` names the op class (``gemm``, ``fma``, ``stream``,
+    ``chase``, ``copy``, ``launch``, ...) and ``shape`` its sizes, for models that care.
+    """
+
+    flops: Mapping[str, float]
+    bytes: Mapping[str, float]
+    launches: int
+    transfers: Mapping[str, float]
+    collectives: tuple[Collective, ...]
+    op: str
+    shape: Mapping[str, float]
+    accesses: int
+
+    def __init__(
+        self,
+        flops: float | Mapping[str, float] | None = None,
+        bytes: float | Mapping[str, float] | None = None,  # noqa: A002 - the field's name in the field
+        *,
+        dtype: str = "fp32",
+        launches: int = 0,
+        transfers: Mapping[str, float] | None = None,
+        collectives: tuple[Collective, ...] = (),
+        op: str = "",
+        shape: Mapping[str, float] | None = None,
+        accesses: int = 0,
+    ) -> None:
+        if dtype not in DTYPES:
+            raise UsageError(f"Work dtype must be one of {', '.join(DTYPES)}; got {dtype!r}")
+        if not isinstance(launches, int) or launches < 0:
+            raise UsageError(f"Work.launches must be a non-negative int, got {launches!r}")
+        if not isinstance(accesses, int) or accesses < 0:
+            raise UsageError(f"Work.accesses must be a non-negative int, got {accesses!r}")
+        object.__setattr__(self, "flops", _as_amounts("flops", flops, dtype, DTYPES))
+        object.__setattr__(self, "bytes", _as_amounts("bytes", bytes, "dram", MEMORY_LEVELS))
+        object.__setattr__(self, "transfers", _as_amounts("transfers", transfers, "h2d", TRANSFER_KINDS))
+        object.__setattr__(self, "launches", launches)
+        object.__setattr__(self, "collectives", tuple(collectives))
+        object.__setattr__(self, "op", op)
+        object.__setattr__(self, "shape", dict(shape or {}))
+        # Dependent memory accesses (pointer chase): latency-bound work counted in loads.
+        object.__setattr__(self, "accesses", accesses)
+
+    def __hash__(self) -> int:
+        return hash(repr(self.to_json()))
+
+    @property
+    def total_flops(self) -> float:
+        return sum(self.flops.values())
+
+    @property
+    def total_bytes(self) -> float:
+        return sum(self.bytes.values())
+
+    def intensity(self, level: str = "dram") -> float:
+        """Arithmetic intensity in FLOP per byte of ``level`` (inf when no bytes move there)."""
+        moved = self.bytes.get(level, 0.0)
+        return self.total_flops / moved if moved else float("inf")
+
+    def scaled(self, factor: float) -> "Work":
+        """The same work done ``factor`` times (launches and accesses rounded)."""
+        return Work(
+            {k: v * factor for k, v in self.flops.items()},
+            {k: v * factor for k, v in self.bytes.items()},
+            launches=int(round(self.launches * factor)),
+            transfers={k: v * factor for k, v in self.transfers.items()},
+            collectives=self.collectives,
+            op=self.op,
+            shape=self.shape,
+            accesses=int(round(self.accesses * factor)),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "flops": dict(self.flops),
+            "bytes": dict(self.bytes),
+            "launches": self.launches,
+            "transfers": dict(self.transfers),
+            "collectives": [c.to_json() for c in self.collectives],
+            "op": self.op,
+            "shape": dict(self.shape),
+            "accesses": self.accesses,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Work":
+        return cls(
+            data.get("flops") or {},
+            data.get("bytes") or {},
+            launches=int(data.get("launches", 0)),
+            transfers=data.get("transfers") or {},
+            collectives=tuple(Collective(**c) for c in data.get("collectives", ())),
+            op=data.get("op", ""),
+            shape=data.get("shape") or {},
+            accesses=int(data.get("accesses", 0)),
+        )
+
+def achieved_rates(work: Work, time_s: float) -> dict[str, dict[str, float]]:
+    """Rates achieved by ``work`` done in ``time_s``: FLOP/s per dtype, bytes/s per level and link."""
+    if not time_s > 0:
+        return {"flop_per_s": {}, "bytes_per_s": {}, "transfer_bytes_per_s": {}}
+    rates: dict[str, dict[str, float]] = {
+        "flop_per_s": {k: v / time_s for k, v in work.flops.items()},
+        "bytes_per_s": {k: v / time_s for k, v in work.bytes.items()},
+        "transfer_bytes_per_s": {k: v / time_s for k, v in work.transfers.items()},
+    }
+    if work.accesses:
+        rates["latency_s"] = {"access": time_s / work.accesses}
+    if work.launches:
+        rates["per_launch_s"] = {"launch": time_s / work.launches}
+    return rates
