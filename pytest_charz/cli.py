@@ -1,0 +1,72 @@
+"""The ``charz`` command: targets, profiles and validation reports from run files."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from .errors import CharzError
+
+
+def _targets(args: argparse.Namespace) -> int:
+    from .targets.catalogue import catalogue, resolve
+    from .targets.show import format_catalogue, format_spec
+
+    if args.action == "show":
+        if not args.name:
+            raise CharzError("usage: charz targets show NAME")
+        print(format_spec(resolve(args.name)))
+    else:
+        print(format_catalogue(list(catalogue().values())))
+    return 0
+
+
+def _profile(args: argparse.Namespace) -> int:
+    from .profile import profile_command
+
+    return profile_command(args)
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from .models.validate import validate_command
+
+    return validate_command(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="charz", description="pytest-charz: targets, profiles, model validation")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    targets = sub.add_parser("targets", help="list the target catalogue, or show one target")
+    targets.add_argument("action", nargs="?", choices=["list", "show"], default="list")
+    targets.add_argument("name", nargs="?", help="target id or alias (with 'show')")
+    targets.set_defaults(func=_targets)
+
+    profile = sub.add_parser("profile", help="capability profile (JSON, Markdown, HTML) from run files")
+    profile.add_argument("runs", nargs="+", help="run files (.json) to build the profile from")
+    profile.add_argument("-o", "--out-dir", default=None, help="where to write (default: next to the first run file)")
+    profile.add_argument("--name", default=None, help="base name of the profile files (default: <run>.profile)")
+    profile.set_defaults(func=_profile)
+
+    validate = sub.add_parser("validate", help="model error by regime, interval coverage and transfer")
+    validate.add_argument("runs", nargs="+", help="run files (.json)")
+    validate.add_argument("-o", "--out-dir", default=None, help="where to write the report")
+    validate.add_argument("--models", default=None, help="comma-separated model names (default: all)")
+    validate.add_argument("--calibrate-on", default=None,
+                          help="glob of case ids used for calibration (the rest is held out)")
+    validate.set_defaults(func=_validate)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except CharzError as exc:
+        print(f"charz: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

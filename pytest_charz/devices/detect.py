@@ -1,0 +1,86 @@
+"""What is visible on this machine, and binding a target to the device that is really there.
+
+``--target`` is checked against the devices actually visible: asking for ``mi300x`` on a machine
+with an H100, or with no accelerator at all, is a usage error, never a mislabelled result.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..errors import UsageError
+from .base import Device, VisibleDevice
+
+if TYPE_CHECKING:
+    from ..targets.spec import TargetSpec
+
+
+def visible_gpus() -> list[VisibleDevice]:
+    try:
+        from .detect_gpu import visible_gpus as detect
+    except ImportError:
+        return []
+    return detect()
+
+
+def visible_devices() -> list[VisibleDevice]:
+    """The host CPU first, then every accelerator that a backend can see."""
+    from ..measure.provenance import cpu_model
+
+    return [VisibleDevice(backend="cpu", index=0, name=cpu_model()), *visible_gpus()]
+
+
+def describe(visible: list[VisibleDevice]) -> str:
+    return "; ".join(f"{d.backend}:{d.index} ({d.name})" for d in visible)
+
+
+def default_target(visible: list[VisibleDevice]) -> tuple["TargetSpec", VisibleDevice]:
+    """The first visible accelerator that the catalogue recognises, else the host CPU."""
+    from ..targets.catalogue import match_visible, resolve
+
+    for device in visible:
+        if device.backend == "cpu":
+            continue
+        spec = match_visible(device)
+        if spec is not None:
+            return spec, device
+    return resolve("cpu"), visible[0]
+
+
+def select_target(name: str | None, visible: list[VisibleDevice] | None = None) -> tuple["TargetSpec", VisibleDevice]:
+    """Resolve ``name`` (None: the default) and find the visible device it describes."""
+    from ..targets.catalogue import match_visible, resolve
+
+    visible = visible if visible is not None else visible_devices()
+    if not name:
+        return default_target(visible)
+    spec = resolve(name)
+    if spec.identity.backend == "cpu":
+        return spec, visible[0]
+    for device in visible:
+        if device.backend == "cpu":
+            continue
+        matched = match_visible(device)
+        if matched is not None and matched.id == spec.id:
+            return spec, device
+    asked = f"{name!r}" if name.lower() == spec.id else f"{name!r} (resolves to {spec.id})"
+    raise UsageError(
+        f"target {asked}, {spec.identity.name}, is not visible on this machine; "
+        f"visible: {describe(visible)}. Run without --target to characterize what is here."
+    )
+
+
+def open_device(visible: VisibleDevice) -> Device:
+    """Bind the backend for ``visible``."""
+    if visible.backend == "cpu":
+        from .cpu import CpuDevice
+
+        return CpuDevice(visible.index)
+    if visible.backend == "cuda":
+        from .cuda import CudaDevice
+
+        return CudaDevice(visible.index)
+    if visible.backend == "rocm":
+        from .rocm import RocmDevice
+
+        return RocmDevice(visible.index)
+    raise UsageError(f"no backend drives {visible.backend!r} devices; known backends: cpu, cuda, rocm")

@@ -1,0 +1,244 @@
+"""The sampler: warm-up, inner-loop calibration, hot or cold samples, adaptive stopping.
+
+Hot samples time a batch of ``inner`` back-to-back calls and divide; cold samples time one call
+after the device's caches are flushed (the flush is not timed). Sampling stops when the
+distribution-free CI of the median is within the noise target (after a minimum of samples and of
+measured time), when the case's time budget ends, or at a sample cap. Samples the device rejects
+(throttled clocks) are discarded, counted by reason, and followed by a growing recovery pause.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping
+
+from ..devices.base import Device
+from ..errors import UsageError, check_choice, check_positive
+from . import clock, stats
+
+MODES = ("hot", "cold")
+
+
+@dataclass(frozen=True)
+class SamplerSettings:
+    """How to sample one case. Times in seconds; ``noise_target`` is the relative half-width of
+    the ``ci_level`` confidence interval of the median that ends sampling early."""
+
+    noise_target: float = 0.01
+    ci_level: float = 0.95
+    mode: str = "hot"
+    min_samples: int = 10
+    max_samples: int = 20_000
+    min_time_s: float = 0.05        # time spent in measured samples before the noise check may stop
+    max_time_s: float = 2.0         # budget for the whole case: warm-up, calibration and samples
+    warmup_s: float = 0.05
+    min_batch_s: float = 1e-4       # a hot batch lasts at least this, and 200 timer ticks
+    recovery_s: float = 0.05        # pause after a discarded sample; doubles on each in a row
+
+    def __post_init__(self) -> None:
+        check_positive("noise_target", self.noise_target)
+        if not 0.5 <= self.ci_level < 1.0:
+            raise UsageError(f"ci_level must be in [0.5, 1), got {self.ci_level!r}")
+        check_choice("mode", self.mode, MODES)
+        if not isinstance(self.min_samples, int) or self.min_samples < 1:
+            raise UsageError(f"min_samples must be a positive int, got {self.min_samples!r}")
+        if not isinstance(self.max_samples, int) or self.max_samples < self.min_samples:
+            raise UsageError(f"max_samples must be an int >= min_samples, got {self.max_samples!r}")
+        check_positive("max_time_s", self.max_time_s)
+        for name in ("min_time_s", "warmup_s", "min_batch_s", "recovery_s"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or value < 0:
+                raise UsageError(f"{name} must be a non-negative number, got {value!r}")
+
+    def updated(self, **changes: Any) -> "SamplerSettings":
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    def to_json(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+QUICK = dict(min_samples=5, min_time_s=0.005, max_time_s=0.15, warmup_s=0.005)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """The samples of one case and their summary. Sample times are per call, in seconds."""
+
+    samples_s: tuple[float, ...]
+    inner_loops: int
+    mode: str
+    discarded: Mapping[str, int]
+    warmup_calls: int
+    stop_reason: str                     # "noise-target", "time-budget", "max-samples", "all-discarded"
+    elapsed_s: float
+    noise_target: float
+    ci_level: float
+    median_s: float | None
+    ci_s: tuple[float, float] | None
+    iqr_s: tuple[float, float] | None
+    rel_ci_halfwidth: float | None
+    outliers: int
+    timer_resolution_s: float
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def noise_met(self) -> bool:
+        return self.rel_ci_halfwidth is not None and self.rel_ci_halfwidth <= self.noise_target
+
+    @property
+    def discarded_total(self) -> int:
+        return sum(self.discarded.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "samples_s": list(self.samples_s),
+            "inner_loops": self.inner_loops,
+            "mode": self.mode,
+            "taken": len(self.samples_s) + self.discarded_total,
+            "kept": len(self.samples_s),
+            "discarded": dict(self.discarded),
+            "warmup_calls": self.warmup_calls,
+            "stop_reason": self.stop_reason,
+            "elapsed_s": self.elapsed_s,
+            "noise_target": self.noise_target,
+            "noise_met": self.noise_met,
+            "ci_level": self.ci_level,
+            "median_s": self.median_s,
+            "ci_s": list(self.ci_s) if self.ci_s else None,
+            "iqr_s": list(self.iqr_s) if self.iqr_s else None,
+            "rel_ci_halfwidth": self.rel_ci_halfwidth,
+            "outliers": self.outliers,
+            "timer_resolution_s": self.timer_resolution_s,
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Measurement":
+        return cls(
+            samples_s=tuple(data["samples_s"]),
+            inner_loops=int(data["inner_loops"]),
+            mode=data["mode"],
+            discarded=dict(data.get("discarded") or {}),
+            warmup_calls=int(data.get("warmup_calls", 0)),
+            stop_reason=data["stop_reason"],
+            elapsed_s=float(data["elapsed_s"]),
+            noise_target=float(data["noise_target"]),
+            ci_level=float(data["ci_level"]),
+            median_s=data.get("median_s"),
+            ci_s=tuple(data["ci_s"]) if data.get("ci_s") else None,  # type: ignore[arg-type]
+            iqr_s=tuple(data["iqr_s"]) if data.get("iqr_s") else None,  # type: ignore[arg-type]
+            rel_ci_halfwidth=data.get("rel_ci_halfwidth"),
+            outliers=int(data.get("outliers", 0)),
+            timer_resolution_s=float(data.get("timer_resolution_s", 0.0)),
+            notes=tuple(data.get("notes") or ()),
+        )
+
+
+def summarize(
+    samples_s: list[float], settings: SamplerSettings
+) -> tuple[float | None, tuple[float, float] | None, tuple[float, float] | None, float | None, int]:
+    """Median, CI, IQR, relative CI half-width and outlier count of per-call sample times."""
+    if not samples_s:
+        return None, None, None, None, 0
+    med = stats.median(samples_s)
+    ci = stats.median_ci(samples_s, settings.ci_level)
+    return med, ci, stats.iqr(samples_s), stats.relative_halfwidth(ci, med), stats.tukey_outliers(samples_s)
+
+
+def _next_check(n: int) -> int:
+    # Check the stopping rule at geometrically spaced sample counts so its cost stays small.
+    return n + max(1, n // 8)
+
+
+def sample(device: Device, fn: Callable[[], Any], settings: SamplerSettings) -> Measurement:
+    """Measure ``fn`` on ``device`` as ``settings`` say. Never raises for noise: a case that runs
+    out of budget returns its samples with ``stop_reason="time-budget"``."""
+    start_ns = clock.now_ns()
+    budget_ns = settings.max_time_s * 1e9
+    resolution_s = device.timer_resolution_s()
+    notes: list[str] = []
+
+    def elapsed_ns() -> int:
+        return clock.now_ns() - start_ns
+
+    # Warm-up: at least one call (first-call costs: page faults, JIT, caches), then until warmup_s.
+    warmup_calls = 0
+    while True:
+        if settings.mode == "cold":
+            device.flush_caches()
+        device.time_batch(fn, 1)
+        warmup_calls += 1
+        if elapsed_ns() >= settings.warmup_s * 1e9 or elapsed_ns() >= budget_ns / 4:
+            break
+
+    # Inner-loop calibration (hot mode): grow the batch until it lasts min_batch_s and 200 ticks.
+    inner = 1
+    target_batch_s = max(settings.min_batch_s, 200 * resolution_s)
+    if settings.mode == "hot":
+        while inner < 1 << 30:
+            batch_s = device.time_batch(fn, inner)
+            if batch_s >= target_batch_s or elapsed_ns() >= budget_ns / 2:
+                break
+            grow = 2.0 if batch_s <= 0 else min(10.0, max(1.5, 1.2 * target_batch_s / batch_s))
+            inner = int(math.ceil(inner * grow))
+    elif 200 * resolution_s > settings.min_batch_s:
+        notes.append("cold samples are single calls; calls shorter than 200 timer ticks are imprecise")
+
+    samples: list[float] = []
+    discarded: dict[str, int] = {}
+    measured_s = 0.0
+    recovery_s = settings.recovery_s
+    next_check = settings.min_samples
+    stop_reason = "time-budget"
+    rel = None
+    while True:
+        if settings.mode == "cold":
+            device.flush_caches()
+        batch_s = device.time_batch(fn, inner)
+        reason = device.check_sample()
+        if reason is not None:
+            discarded[reason] = discarded.get(reason, 0) + 1
+            if elapsed_ns() + recovery_s * 1e9 >= budget_ns:
+                break
+            clock.sleep(recovery_s)
+            recovery_s *= 2.0
+            continue
+        recovery_s = settings.recovery_s
+        samples.append(batch_s / inner)
+        measured_s += batch_s
+        n = len(samples)
+        if n >= next_check and measured_s >= settings.min_time_s:
+            med = stats.median(samples)
+            rel = stats.relative_halfwidth(stats.median_ci(samples, settings.ci_level), med)
+            if rel <= settings.noise_target:
+                stop_reason = "noise-target"
+                break
+            next_check = _next_check(n)
+        if n >= settings.max_samples:
+            stop_reason = "max-samples"
+            break
+        if elapsed_ns() >= budget_ns:
+            break
+    if not samples:
+        stop_reason = "all-discarded"
+    med, ci, quartiles, rel, outliers = summarize(samples, settings)
+    return Measurement(
+        samples_s=tuple(samples),
+        inner_loops=inner,
+        mode=settings.mode,
+        discarded=discarded,
+        warmup_calls=warmup_calls,
+        stop_reason=stop_reason,
+        elapsed_s=elapsed_ns() / 1e9,
+        noise_target=settings.noise_target,
+        ci_level=settings.ci_level,
+        median_s=med,
+        ci_s=ci,
+        iqr_s=quartiles,
+        rel_ci_halfwidth=rel,
+        outliers=outliers,
+        timer_resolution_s=resolution_s,
+        notes=tuple(notes),
+    )

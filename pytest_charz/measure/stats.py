@@ -1,0 +1,143 @@
+"""Statistics as pure functions over sequences of samples (seconds, or any positive figure).
+
+No pytest, no I/O. The confidence interval of the median is distribution-free (order statistics
+of the binomial), as timing distributions are skewed and heavy-tailed; ratios of medians get a
+bootstrap interval; changes are tested with Mann-Whitney U.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+
+def median(samples: Sequence[float]) -> float:
+    """Median of ``samples`` (raises ValueError when empty)."""
+    if len(samples) == 0:
+        raise ValueError("median of no samples")
+    return float(np.median(np.asarray(samples, dtype=float)))
+
+
+def iqr(samples: Sequence[float]) -> tuple[float, float]:
+    """First and third quartiles (linear interpolation), as a ``(q1, q3)`` pair."""
+    if len(samples) == 0:
+        raise ValueError("IQR of no samples")
+    q1, q3 = np.percentile(np.asarray(samples, dtype=float), [25.0, 75.0])
+    return float(q1), float(q3)
+
+
+def _binom_cdf(k: int, n: int) -> float:
+    """P(X <= k) for X ~ Binomial(n, 1/2)."""
+    from scipy.stats import binom
+
+    return float(binom.cdf(k, n, 0.5))
+
+
+@functools.lru_cache(maxsize=4096)
+def median_ci_ranks(n: int, level: float = 0.95) -> tuple[int, int] | None:
+    """0-based ranks ``(lo, hi)`` of the sorted sample bounding a distribution-free ``level``
+    confidence interval of the median, or None when ``n`` is too small for that level.
+
+    The interval [x_(lo), x_(hi)] covers the population median with probability at least
+    ``level``: P(lo < B <= hi) with B ~ Binomial(n, 1/2).
+    """
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"confidence level must be in (0, 1), got {level}")
+    if n < 1:
+        return None
+    from scipy.stats import binom
+
+    alpha = 1.0 - level
+    # largest k with P(B <= k - 1) <= alpha / 2: then x_(k) (1-based) is the lower bound.
+    k = int(binom.ppf(alpha / 2.0, n, 0.5))
+    while k > 0 and _binom_cdf(k - 1, n) > alpha / 2.0:
+        k -= 1
+    while _binom_cdf(k, n) <= alpha / 2.0:
+        k += 1
+    if k < 1:
+        return None
+    lo = k - 1            # 0-based rank of x_(k)
+    hi = n - k            # 0-based rank of x_(n-k+1)
+    if hi <= lo:
+        return None
+    return lo, hi
+
+
+def median_ci(samples: Sequence[float], level: float = 0.95) -> tuple[float, float]:
+    """Distribution-free ``level`` confidence interval of the median.
+
+    With too few samples for that level the interval is the full range (min, max), which is
+    wider than asked and is reported as such by :func:`relative_halfwidth`.
+    """
+    if len(samples) == 0:
+        raise ValueError("CI of no samples")
+    ordered = np.sort(np.asarray(samples, dtype=float))
+    ranks = median_ci_ranks(len(ordered), level)
+    if ranks is None:
+        return float(ordered[0]), float(ordered[-1])
+    return float(ordered[ranks[0]]), float(ordered[ranks[1]])
+
+
+def relative_halfwidth(ci: tuple[float, float], center: float) -> float:
+    """Half the CI's width relative to ``center`` (inf when the center is not positive)."""
+    if not center > 0:
+        return math.inf
+    return (ci[1] - ci[0]) / 2.0 / center
+
+
+@dataclass(frozen=True)
+class RatioCI:
+    ratio: float          # median(b) / median(a)
+    low: float
+    high: float
+    level: float
+
+
+def bootstrap_ratio_ci(
+    a: Sequence[float], b: Sequence[float], level: float = 0.95, resamples: int = 2000, seed: int = 0
+) -> RatioCI:
+    """Percentile-bootstrap ``level`` CI of median(b) / median(a), deterministic for a seed."""
+    xa = np.asarray(a, dtype=float)
+    xb = np.asarray(b, dtype=float)
+    if xa.size == 0 or xb.size == 0:
+        raise ValueError("ratio of medians needs samples on both sides")
+    rng = np.random.default_rng(seed)
+    ma = np.median(xa[rng.integers(0, xa.size, size=(resamples, xa.size))], axis=1)
+    mb = np.median(xb[rng.integers(0, xb.size, size=(resamples, xb.size))], axis=1)
+    ratios = mb / ma
+    tail = (1.0 - level) / 2.0 * 100.0
+    lo, hi = np.percentile(ratios, [tail, 100.0 - tail])
+    return RatioCI(float(np.median(xb) / np.median(xa)), float(lo), float(hi), level)
+
+
+@dataclass(frozen=True)
+class UTest:
+    statistic: float
+    p_value: float
+
+
+def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> UTest:
+    """Two-sided Mann-Whitney U test of ``a`` against ``b`` (p = 1 when either side is empty)."""
+    if len(a) == 0 or len(b) == 0:
+        return UTest(0.0, 1.0)
+    from scipy.stats import mannwhitneyu
+
+    xa = np.asarray(a, dtype=float)
+    xb = np.asarray(b, dtype=float)
+    if np.all(xa == xa[0]) and np.all(xb == xa[0]):
+        return UTest(float(xa.size * xb.size) / 2.0, 1.0)
+    result = mannwhitneyu(xa, xb, alternative="two-sided")
+    return UTest(float(result.statistic), float(result.pvalue))
+
+
+def tukey_outliers(samples: Sequence[float]) -> int:
+    """Number of samples beyond 1.5 IQR from the quartiles (counted, never removed)."""
+    if len(samples) < 4:
+        return 0
+    q1, q3 = iqr(samples)
+    span = q3 - q1
+    x = np.asarray(samples, dtype=float)
+    return int(np.count_nonzero((x < q1 - 1.5 * span) | (x > q3 + 1.5 * span)))

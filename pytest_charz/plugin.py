@@ -1,0 +1,112 @@
+"""pytest glue: options, the ``target``/``device``/``charz`` fixtures, the ``charz`` marker, the
+run file and the terminal summary. Thin on purpose: nothing heavy is imported until a case
+asks for the ``charz`` fixture, and nothing is written unless a case measures something."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterator
+
+import pytest
+
+from .options import add_measure_options
+
+if TYPE_CHECKING:
+    from .session import CharzSession
+
+MARKER_HELP = (
+    "charz(noise=FRACTION, mode='hot'|'cold', max_time=SECONDS, min_samples=N, warmup=SECONDS, "
+    "quick=dict(...)): per-case measurement settings"
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("charz", "hardware characterization (pytest-charz)")
+    add_measure_options(group.addoption)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", MARKER_HELP)
+    config.addinivalue_line("markers", "charz_slow: a long case, left out of --charz-quick runs")
+    # Fail before collection: an unknown or absent target, or a run file that cannot be written,
+    # is a usage error (exit code 4), not a test failure.
+    if config.getoption("charz_target") or config.getoption("charz_out"):
+        from .errors import CharzError
+
+        try:
+            if config.getoption("charz_out"):
+                from .run import check_writable
+
+                check_writable(config.getoption("charz_out"))
+            if config.getoption("charz_target"):
+                from .session import session_for
+
+                session_for(config).bind()
+        except CharzError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("charz_quick"):
+        return
+    slow = [item for item in items if item.get_closest_marker("charz_slow") is not None]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if item.get_closest_marker("charz_slow") is None]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from .session import SESSION_KEY
+
+    session = config.stash.get(SESSION_KEY, None)
+    if session is not None:
+        session.close()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    from .session import SESSION_KEY
+
+    charz_session = session.config.stash.get(SESSION_KEY, None)
+    if charz_session is not None:
+        charz_session.finish(interrupted=bool(session.shouldstop) or exitstatus == pytest.ExitCode.INTERRUPTED)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    from .session import SESSION_KEY
+
+    charz_session = config.stash.get(SESSION_KEY, None)
+    if charz_session is None or not charz_session.measured:
+        return
+    from .report.terminal import summary_lines
+
+    terminalreporter.section("charz: measurements")
+    for line in summary_lines(charz_session.run_json(), verbose=config.getoption("verbose") > 0):
+        terminalreporter.write_line(line)
+    if charz_session.out_path:
+        terminalreporter.write_line(f"run file: {charz_session.out_path}")
+
+
+@pytest.fixture(scope="session")
+def target(request: pytest.FixtureRequest) -> Any:
+    """The TargetSpec being characterized (resolved from --target or detected)."""
+    return _bound(request).bind().spec
+
+
+def _bound(request: pytest.FixtureRequest) -> "CharzSession":
+    from .session import session_for
+
+    return session_for(request.config)
+
+
+@pytest.fixture(scope="session")
+def device(request: pytest.FixtureRequest) -> Any:
+    """The bound Device (cpu, cuda, rocm) that measures the cases."""
+    return _bound(request).bind().device
+
+
+@pytest.fixture
+def charz(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The measuring API of one case: ``charz.measure(fn, work=Work(...))``."""
+    from .session import CaseContext
+
+    session = _bound(request)
+    session.bind()
+    yield CaseContext(session, request.node)

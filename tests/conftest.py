@@ -1,0 +1,79 @@
+"""Shared fixtures of the plugin's own tests."""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from pytest_charz.measure import clock
+from pytest_charz.measure.clock import FakeClock
+from pytest_charz.measure.conditions import DeviceTelemetry
+
+
+@pytest.fixture
+def fake_clock() -> Iterator[FakeClock]:
+    """Time that moves only when the test moves it."""
+    with clock.use(FakeClock()) as fake:
+        yield fake  # type: ignore[misc]
+
+
+@pytest.fixture
+def quiet_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Host snapshots without the other processes of this machine, so flags are deterministic."""
+    from pytest_charz.measure import conditions
+
+    monkeypatch.setattr(conditions, "read_busy_processes", lambda *a, **k: ())
+
+
+class FakeDevice:
+    """A simulated device: each call of the measured function costs ``cost_ns()`` on the fake
+    clock; ``discard`` decides which samples the device rejects."""
+
+    backend = "sim"
+
+    def __init__(self, fake: FakeClock, cost_ns: Callable[[], float] | None = None,
+                 discard: Callable[[int], str | None] | None = None, resolution_s: float = 1e-7) -> None:
+        from pytest_charz.devices.base import DeviceInfo
+
+        self.fake = fake
+        self.cost_ns = cost_ns
+        self.discard = discard
+        self.resolution = resolution_s
+        self.flushes = 0
+        self.samples = 0
+        self.info = DeviceInfo(backend="sim", index=0, name="fake")
+
+    def timer_resolution_s(self) -> float:
+        return self.resolution
+
+    def time_batch(self, fn: Callable[[], Any], inner: int) -> float:
+        start = self.fake.now_ns()
+        for _ in range(inner):
+            fn()
+            if self.cost_ns is not None:
+                self.fake.advance(self.cost_ns())
+        return (self.fake.now_ns() - start) / 1e9
+
+    def synchronize(self) -> None:
+        return None
+
+    def flush_caches(self) -> None:
+        self.flushes += 1
+
+    def telemetry(self) -> DeviceTelemetry | None:
+        return None
+
+    def check_sample(self) -> str | None:
+        self.samples += 1
+        return self.discard(self.samples) if self.discard else None
+
+    def close(self) -> None:
+        return None
+
+
+@pytest.fixture
+def fake_device(fake_clock: FakeClock) -> Callable[..., FakeDevice]:
+    def make(**kwargs: Any) -> FakeDevice:
+        return FakeDevice(fake_clock, **kwargs)
+
+    return make

@@ -1,0 +1,89 @@
+"""Work values and the run file: validation, JSON round trips, atomic writes, journals."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from pytest_charz import Work
+from pytest_charz.errors import FormatError, UsageError
+from pytest_charz.run import Run, RunWriter, atomic_write_json, journal_path, load_run
+from pytest_charz.work import achieved_rates
+
+
+def test_work_normalizes_numbers_and_round_trips():
+    work = Work(2e9, 1.5e6, dtype="bf16", launches=3, transfers={"h2d": 4096}, op="gemm", shape={"m": 64})
+    assert work.flops == {"bf16": 2e9} and work.bytes == {"dram": 1.5e6}
+    assert Work.from_json(json.loads(json.dumps(work.to_json()))) == work
+    assert work.intensity() == pytest.approx(2e9 / 1.5e6)
+    assert work.scaled(2).flops["bf16"] == pytest.approx(4e9)
+
+
+@pytest.mark.parametrize("kwargs", [dict(flops=-1), dict(bytes={"l9": 1}), dict(dtype="fp7"),
+                                    dict(launches=-2), dict(flops="many")])
+def test_work_rejects_bad_values(kwargs):
+    with pytest.raises(UsageError):
+        Work(**kwargs)
+
+
+def test_achieved_rates_per_dtype_level_and_access():
+    rates = achieved_rates(Work(flops={"fp64": 1e9}, bytes={"l1": 2e9}, accesses=1000), 0.5)
+    assert rates["flop_per_s"]["fp64"] == pytest.approx(2e9)
+    assert rates["bytes_per_s"]["l1"] == pytest.approx(4e9)
+    assert rates["latency_s"]["access"] == pytest.approx(5e-4)
+
+
+def _run() -> Run:
+    return Run(target={"id": "cpu"}, device={}, provenance={}, settings={}, created="2026-11-30T00:00:00+00:00")
+
+
+def test_run_writer_journals_cases_and_finishes_atomically(tmp_path):
+    path = str(tmp_path / "runs" / "r.json")
+    writer = RunWriter(path, _run())
+    writer.add_case({"id": "a", "measurement": {}})
+    assert os.path.exists(journal_path(path)) and not os.path.exists(path)
+    # a session killed now leaves the journal, which loads as an interrupted run
+    recovered = load_run(journal_path(path))
+    assert recovered["status"] == "interrupted" and [c["id"] for c in recovered["cases"]] == ["a"]
+    writer.finish("complete")
+    data = load_run(path)
+    assert data["version"] == 1 and data["status"] == "complete" and len(data["cases"]) == 1
+    assert not os.path.exists(journal_path(path))
+    assert [p for p in os.listdir(tmp_path / "runs") if p.startswith(".tmp-")] == []
+
+
+def test_torn_last_journal_line_is_dropped(tmp_path):
+    path = str(tmp_path / "r.json")
+    writer = RunWriter(path, _run())
+    writer.add_case({"id": "a"})
+    with open(journal_path(path), "a") as handle:
+        handle.write('{"id": "b", "meas')
+    assert [c["id"] for c in load_run(path)["cases"]] == ["a"]
+
+
+def test_unknown_version_and_corrupt_files_are_format_errors(tmp_path):
+    bad_version = tmp_path / "v.json"
+    bad_version.write_text(json.dumps({"kind": "charz-run", "version": 99, "cases": []}))
+    with pytest.raises(FormatError, match="version 99"):
+        load_run(str(bad_version))
+    corrupt = tmp_path / "c.json"
+    corrupt.write_text("{not json")
+    with pytest.raises(FormatError, match="c.json"):
+        load_run(str(corrupt))
+
+
+def test_atomic_write_keeps_the_old_file_when_serialization_fails(tmp_path):
+    path = str(tmp_path / "x.json")
+    atomic_write_json(path, {"a": 1})
+    with pytest.raises(TypeError):
+        atomic_write_json(path, {"a": object()})
+    assert json.loads(open(path).read()) == {"a": 1}
+    assert os.listdir(tmp_path) == ["x.json"]
+
+
+def test_unwritable_run_path_is_a_usage_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(UsageError, match="cannot create"):
+        RunWriter(str(blocker / "sub" / "r.json"), _run())
