@@ -3,7 +3,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator
 
+import numpy  # noqa: F401  - C extensions are loaded once here, before pytester snapshots sys.modules
+import psutil  # noqa: F401
 import pytest
+import scipy.stats  # noqa: F401
 
 from pytest_charz.measure import clock
 from pytest_charz.measure.clock import FakeClock

@@ -166,7 +166,8 @@ def test_interrupted_session_keeps_the_cases_already_measured(pytester, fake_clo
         def test_c(charz):
             charz.measure(lambda: None)
     ''')
-    pytester.runpytest("--target=cpu", "--charz-out=run.json")
+    result = pytester.runpytest("--target=cpu", "--charz-out=run.json", no_reraise_ctrlc=True)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
     run = run_file(pytester)
     assert run["status"] == "interrupted"
     assert [c["test"] for c in run["cases"]] == ["test_a"]

@@ -1,0 +1,357 @@
+"""The target catalogue: one TOML file per product, validated on load, resolved by name or alias.
+
+``load_spec(path)`` turns one file into a :class:`TargetSpec` or raises :class:`SpecError` naming
+the file, the field path (``compute.peak_flops.bf16.value``) and the bad value. ``catalogue()``
+loads the packaged directory once; ``resolve(name)`` finds a target by id or alias (``cpu`` and
+``host`` give the host spec derived at run time); ``match_visible(device)`` finds the target whose
+recognition rules fit a detected device.
+
+File schema (mirrors ``spec.py``)::
+
+    notes = ["..."]                      # optional
+    [identity]  id, name, vendor, kind, backend,
+                aliases?, match_name?, pci_device_ids?, architecture?
+    [sources]   key = "full citation"
+    [compute]   units = FIGURE, unit_name, clock_base_mhz? = FIGURE, clock_boost_mhz? = FIGURE
+    [compute.peak_flops]         dtype = FIGURE   (dense)
+    [compute.vector_peak_flops]  dtype = FIGURE   (optional)
+    [[memory]]  name, label, scope, capacity_bytes?, bandwidth_bytes_per_s?, latency_ns?
+    [host_link] name, bandwidth_bytes_per_s (per direction), latency_us?, count?
+    [[peer_links]] same as host_link
+    [power]     tdp_w?, idle_w?
+
+where FIGURE is ``{ value = <positive number>, source = "<key of [sources]>" }``.
+"""
+from __future__ import annotations
+
+import difflib
+import functools
+import math
+import re
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+from ..errors import SpecError, UsageError
+from ..work import DTYPES, MEMORY_LEVELS
+from .spec import Compute, Figure, Identity, Link, MemoryLevel, Power, TargetSpec
+
+if TYPE_CHECKING:
+    from ..devices.base import VisibleDevice
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+CATALOGUE_DIR = Path(__file__).with_name("catalogue")
+KINDS = ("gpu", "asic", "cpu")
+SCOPES = ("unit", "device", "socket", "system")
+HOST_NAMES = ("cpu", "host")
+_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_PCI_PATTERN = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{4}$")
+
+
+def _join(field: str, key: str) -> str:
+    return f"{field}.{key}" if field else key
+
+
+class _Reader:
+    """Validates one parsed file; every error names the file, the field path and the value."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.sources: Mapping[str, str] = {}
+
+    def fail(self, field: str, problem: str, value: Any) -> SpecError:
+        return SpecError(f"{self.path}: {field} {problem}, got {value!r}")
+
+    def table(self, data: Any, field: str, required: tuple[str, ...],
+              optional: tuple[str, ...] = ()) -> dict[str, Any]:
+        if not isinstance(data, dict):
+            raise self.fail(field, "must be a table", data)
+        for key in data:
+            if key not in required and key not in optional:
+                allowed = ", ".join(required + optional)
+                raise self.fail(_join(field, key), f"is not a known field (known: {allowed})",
+                                data[key])
+        for key in required:
+            if key not in data:
+                raise SpecError(f"{self.path}: {_join(field, key)} is missing")
+        return data
+
+    def text(self, data: Mapping[str, Any], key: str, field: str,
+             default: str | None = None) -> str:
+        if key not in data and default is not None:
+            return default
+        value = data[key]
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(_join(field, key), "must be a non-empty string", value)
+        return value
+
+    def choice(self, data: Mapping[str, Any], key: str, field: str,
+               choices: tuple[str, ...]) -> str:
+        value = self.text(data, key, field)
+        if value not in choices:
+            raise self.fail(_join(field, key), f"must be one of {', '.join(choices)}", value)
+        return value
+
+    def texts(self, data: Mapping[str, Any], key: str, field: str) -> tuple[str, ...]:
+        value = data.get(key, [])
+        if not isinstance(value, list):
+            raise self.fail(_join(field, key), "must be a list of strings", value)
+        for index, item in enumerate(value):
+            if not isinstance(item, str) or not item.strip():
+                raise self.fail(f"{_join(field, key)}[{index}]", "must be a non-empty string", item)
+        return tuple(value)
+
+    def figure(self, data: Mapping[str, Any], key: str, field: str,
+               required: bool = True) -> Figure | None:
+        if key not in data:
+            if required:
+                raise SpecError(f"{self.path}: {_join(field, key)} is missing")
+            return None
+        where = _join(field, key)
+        raw = self.table(data[key], where, ("value", "source"))
+        value = raw["value"]
+        if (not isinstance(value, (int, float)) or isinstance(value, bool)
+                or not math.isfinite(value) or value <= 0):
+            raise self.fail(f"{where}.value", "must be a positive number", value)
+        source = raw["source"]
+        if not isinstance(source, str) or source not in self.sources:
+            known = ", ".join(sorted(self.sources)) or "none"
+            raise self.fail(f"{where}.source", f"must be a key of [sources] ({known})", source)
+        return Figure(float(value), source)
+
+    def figures(self, data: Any, field: str) -> dict[str, Figure]:
+        raw = self.table(data, field, (), DTYPES)
+        out: dict[str, Figure] = {}
+        for dtype in raw:
+            figure = self.figure(raw, dtype, field)
+            assert figure is not None
+            out[dtype] = figure
+        return out
+
+    def link(self, data: Any, field: str) -> Link:
+        raw = self.table(data, field, ("name", "bandwidth_bytes_per_s"), ("latency_us", "count"))
+        count = raw.get("count", 1)
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise self.fail(f"{field}.count", "must be a positive integer", count)
+        bandwidth = self.figure(raw, "bandwidth_bytes_per_s", field)
+        assert bandwidth is not None
+        return Link(name=self.text(raw, "name", field), bandwidth_bytes_per_s=bandwidth,
+                    latency_us=self.figure(raw, "latency_us", field, required=False), count=count)
+
+    def identity(self, data: Any) -> Identity:
+        raw = self.table(data, "identity", ("id", "name", "vendor", "kind", "backend"),
+                         ("aliases", "match_name", "pci_device_ids", "architecture"))
+        target_id = self.text(raw, "id", "identity")
+        if not _ID_PATTERN.match(target_id):
+            raise self.fail("identity.id", "must be lower case letters, digits, '.', '-', '_'",
+                            target_id)
+        aliases = self.texts(raw, "aliases", "identity")
+        for index, alias in enumerate(aliases):
+            if not _ID_PATTERN.match(alias) or alias in HOST_NAMES:
+                raise self.fail(f"identity.aliases[{index}]",
+                                "must be a lower case name other than 'cpu' or 'host'", alias)
+        patterns = self.texts(raw, "match_name", "identity")
+        for index, pattern in enumerate(patterns):
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise self.fail(f"identity.match_name[{index}]",
+                                f"is not a valid regular expression ({exc})", pattern) from None
+        pci_ids = self.texts(raw, "pci_device_ids", "identity")
+        for index, pci_id in enumerate(pci_ids):
+            if not _PCI_PATTERN.match(pci_id):
+                raise self.fail(f"identity.pci_device_ids[{index}]",
+                                "must be 'vendor:device' in lower-case hex, like '10de:2330'",
+                                pci_id)
+        return Identity(
+            id=target_id, name=self.text(raw, "name", "identity"),
+            vendor=self.text(raw, "vendor", "identity"),
+            kind=self.choice(raw, "kind", "identity", KINDS),
+            backend=self.text(raw, "backend", "identity"), aliases=aliases,
+            match_name=patterns, pci_device_ids=pci_ids,
+            architecture=self.text(raw, "architecture", "identity", default=""),
+        )
+
+    def compute(self, data: Any) -> Compute:
+        raw = self.table(data, "compute", ("units", "unit_name", "peak_flops"),
+                         ("clock_base_mhz", "clock_boost_mhz", "vector_peak_flops"))
+        units = self.figure(raw, "units", "compute")
+        assert units is not None
+        return Compute(
+            units=units, unit_name=self.text(raw, "unit_name", "compute"),
+            clock_base_mhz=self.figure(raw, "clock_base_mhz", "compute", required=False),
+            clock_boost_mhz=self.figure(raw, "clock_boost_mhz", "compute", required=False),
+            peak_flops=self.figures(raw["peak_flops"], "compute.peak_flops"),
+            vector_peak_flops=self.figures(raw.get("vector_peak_flops", {}),
+                                           "compute.vector_peak_flops"),
+        )
+
+    def memory(self, data: Any) -> tuple[MemoryLevel, ...]:
+        if not isinstance(data, list) or not data:
+            raise self.fail("memory", "must be a non-empty array of tables ([[memory]])", data)
+        levels: list[MemoryLevel] = []
+        for index, item in enumerate(data):
+            field = f"memory[{index}]"
+            raw = self.table(item, field, ("name", "label", "scope"),
+                             ("capacity_bytes", "bandwidth_bytes_per_s", "latency_ns"))
+            name = self.choice(raw, "name", field, MEMORY_LEVELS)
+            if any(level.name == name for level in levels):
+                raise self.fail(f"{field}.name", "repeats an earlier level", name)
+            levels.append(MemoryLevel(
+                name=name, label=self.text(raw, "label", field),
+                scope=self.choice(raw, "scope", field, SCOPES),
+                capacity_bytes=self.figure(raw, "capacity_bytes", field, required=False),
+                bandwidth_bytes_per_s=self.figure(raw, "bandwidth_bytes_per_s", field,
+                                                  required=False),
+                latency_ns=self.figure(raw, "latency_ns", field, required=False),
+            ))
+        return tuple(levels)
+
+    def spec(self, data: dict[str, Any]) -> TargetSpec:
+        raw = self.table(data, "", ("identity", "sources", "compute", "memory"),
+                         ("host_link", "peer_links", "power", "notes"))
+        sources = raw["sources"]
+        if not isinstance(sources, dict) or not sources:
+            raise self.fail("sources", "must be a non-empty table of citations", sources)
+        for key, citation in sources.items():
+            if not isinstance(citation, str) or not citation.strip():
+                raise self.fail(f"sources.{key}", "must be a non-empty citation string", citation)
+        self.sources = dict(sources)
+        peer_raw = raw.get("peer_links", [])
+        if not isinstance(peer_raw, list):
+            raise self.fail("peer_links", "must be an array of tables ([[peer_links]])", peer_raw)
+        power = None
+        if "power" in raw:
+            power_raw = self.table(raw["power"], "power", (), ("tdp_w", "idle_w"))
+            power = Power(tdp_w=self.figure(power_raw, "tdp_w", "power", required=False),
+                          idle_w=self.figure(power_raw, "idle_w", "power", required=False))
+        return TargetSpec(
+            identity=self.identity(raw["identity"]),
+            compute=self.compute(raw["compute"]),
+            memory=self.memory(raw["memory"]),
+            host_link=self.link(raw["host_link"], "host_link") if "host_link" in raw else None,
+            peer_links=tuple(self.link(item, f"peer_links[{index}]")
+                             for index, item in enumerate(peer_raw)),
+            power=power, sources=self.sources, origin=str(self.path),
+            notes=self.texts(raw, "notes", "") if "notes" in raw else (),
+        )
+
+
+def load_spec(path: str | Path) -> TargetSpec:
+    """Parse and validate one target file; :class:`SpecError` names file, field and value."""
+    path = Path(path)
+    try:
+        with path.open("rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{path}: is not valid TOML ({exc})") from None
+    return _Reader(path).spec(data)
+
+
+def load_catalogue(directory: str | Path) -> dict[str, TargetSpec]:
+    """Load every ``*.toml`` in ``directory``; ids and aliases must be unique across files."""
+    specs: dict[str, TargetSpec] = {}
+    owner: dict[str, str] = {name: "the host CPU" for name in HOST_NAMES}
+    for path in sorted(Path(directory).glob("*.toml")):
+        spec = load_spec(path)
+        for name in (spec.id, *spec.identity.aliases):
+            if name in owner:
+                raise SpecError(f"{path}: the name {name!r} is already taken by {owner[name]}")
+            owner[name] = str(path)
+        specs[spec.id] = spec
+    return specs
+
+
+@functools.lru_cache(maxsize=1)
+def catalogue() -> dict[str, TargetSpec]:
+    """The packaged catalogue, by id (loaded once per process)."""
+    return load_catalogue(CATALOGUE_DIR)
+
+
+def resolve(name: str, specs: Mapping[str, TargetSpec] | None = None) -> TargetSpec:
+    """The target named ``name`` (id or alias, any case); ``cpu``/``host`` give the host spec.
+
+    An unknown name raises :class:`UsageError` listing the known ids and the nearest match.
+    """
+    specs = catalogue() if specs is None else specs
+    wanted = name.strip().lower()
+    if wanted in HOST_NAMES:
+        from .host import host_spec
+
+        return host_spec()
+    by_name: dict[str, str] = {}
+    for spec in specs.values():
+        by_name[spec.id] = spec.id
+        for alias in spec.identity.aliases:
+            by_name[alias.lower()] = spec.id
+    if wanted in by_name:
+        return specs[by_name[wanted]]
+    known = ["cpu", *sorted(specs)]
+    candidates = {**by_name, **{host: "cpu" for host in HOST_NAMES}}
+    nearest = difflib.get_close_matches(wanted, list(candidates), n=1, cutoff=0.5)
+    hint = f"; did you mean {candidates[nearest[0]]!r}?" if nearest else ""
+    raise UsageError(f"unknown target {name!r}; known targets: {', '.join(known)}{hint}")
+
+
+def _pci_parts(text: str) -> tuple[str | None, str] | None:
+    """(vendor, device) in lower-case hex from '10de:2330', '0x2330', '2330' or NVML's
+    '0x233010DE' (device in the high half, vendor in the low half)."""
+    cleaned = text.strip().lower()
+    if ":" in cleaned:
+        vendor, _, device = cleaned.partition(":")
+        vendor, device = vendor.removeprefix("0x"), device.removeprefix("0x")
+        return (vendor.zfill(4), device.zfill(4)) if vendor and device else None
+    cleaned = cleaned.removeprefix("0x")
+    if not re.fullmatch(r"[0-9a-f]{1,8}", cleaned):
+        return None
+    if len(cleaned) > 4:
+        cleaned = cleaned.zfill(8)
+        return cleaned[4:], cleaned[:4]
+    return None, cleaned.zfill(4)
+
+
+def _pci_matches(spec: TargetSpec, visible_id: str | None) -> bool:
+    parts = _pci_parts(visible_id) if visible_id else None
+    if parts is None:
+        return False
+    vendor, device = parts
+    for known in spec.identity.pci_device_ids:
+        known_vendor, _, known_device = known.partition(":")
+        if known_device == device and vendor in (None, known_vendor):
+            return True
+    return False
+
+
+def match_visible(visible: VisibleDevice,
+                  specs: Mapping[str, TargetSpec] | None = None) -> TargetSpec | None:
+    """The catalogue target whose rules fit a detected device, or None when none does.
+
+    A CPU device is the host (its spec is derived, not catalogued). Otherwise candidates share
+    the device's backend; a PCI device id listed by exactly one target decides, else the driver
+    name is matched (case-insensitively) against each target's ``match_name`` regexes. A name
+    that fits several targets is a catalogue defect and raises :class:`SpecError`.
+    """
+    if visible.backend == "cpu":
+        from .host import host_spec
+
+        return host_spec()
+    specs = catalogue() if specs is None else specs
+    candidates = [spec for spec in specs.values() if spec.identity.backend == visible.backend]
+    by_pci = [spec for spec in candidates if _pci_matches(spec, visible.pci_device_id)]
+    if len(by_pci) == 1:
+        return by_pci[0]
+    pool = by_pci or candidates
+    by_name = [spec for spec in pool
+               if any(re.search(pattern, visible.name, re.IGNORECASE)
+                      for pattern in spec.identity.match_name)]
+    if len(by_name) > 1:
+        ids = ", ".join(spec.id for spec in by_name)
+        raise SpecError(f"device name {visible.name!r} fits several targets ({ids}); "
+                        "their match_name rules must be made exclusive")
+    return by_name[0] if by_name else None
