@@ -1,0 +1,175 @@
+"""Cause attribution: which recorded fact could explain a change in a case's time.
+
+A drift is *explained* when the run recorded something that is known to move timings: CPU time
+stolen by the hypervisor, other processes busy on the host or the device, a changed CPU clock,
+throttling, or a different driver, library, kernel or CPU than the reference was measured with.
+Everything here is pure: mappings in, a sentence out, so the cause a verdict names is exactly the
+evidence in the run file.
+
+Two summaries make runs comparable with the references stored long before them:
+:func:`conditions_summary` (the figures of a case's interval, plus the CPU governor and clock)
+and :func:`provenance_summary` (versions, hardware names and the suite commit).
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+# Interval flags that mean the measurement itself was disturbed.
+DISTURBANCE_FLAGS = ("steal", "other-load", "throttled", "cpu-clock-changed", "device-shared")
+
+# Mean CPU clocks of the reference and this run differing by more than this are a cause.
+CPU_CLOCK_CHANGE_SUSPICIOUS = 0.05
+
+_INTERVAL_KEYS = ("steal_fraction", "other_cpu_s_per_s", "top_other_processes", "cpu_freq_change",
+                  "throttle_reasons", "device_processes")
+
+
+def _mean(values: Any) -> float | None:
+    numbers = [float(v) for v in values or () if isinstance(v, (int, float)) and v > 0]
+    return sum(numbers) / len(numbers) if numbers else None
+
+
+def conditions_summary(conditions: Mapping[str, Any]) -> dict[str, Any]:
+    """The comparable part of a case's conditions.
+
+    Accepts the case record's ``conditions`` (``{"before", "after", "interval"}``), a bare
+    Interval JSON, or a summary made earlier (the result is the same summary).
+    """
+    interval = conditions.get("interval", conditions)
+    before = conditions.get("before") or {}
+    summary: dict[str, Any] = {"flags": [str(f) for f in interval.get("flags") or ()]}
+    for key in _INTERVAL_KEYS:
+        value = interval.get(key)
+        if key in ("top_other_processes", "throttle_reasons"):
+            value = [dict(v) if isinstance(v, Mapping) else v for v in value or ()]
+        summary[key] = value
+    summary["governor"] = before.get("governor", conditions.get("governor"))
+    freq = _mean(before.get("cpu_freq_mhz")) if before else None
+    summary["cpu_freq_mhz"] = freq if freq is not None else conditions.get("cpu_freq_mhz")
+    return summary
+
+
+def _get(data: Mapping[str, Any], key: str, inner: str) -> Any:
+    value = data.get(key)
+    if isinstance(value, Mapping):
+        return value.get(inner)
+    return value
+
+
+def provenance_summary(provenance: Mapping[str, Any], created: str | None = None) -> dict[str, Any]:
+    """The short provenance a reference keeps: versions, hardware names, suite commit, creation.
+
+    Accepts a run's provenance (optionally with the run's device record under ``"device"``) or a
+    summary made earlier. Missing parts are left out or None, never guessed.
+    """
+    device = provenance.get("device")
+    device_versions = provenance.get("device_versions")
+    if device_versions is None and isinstance(device, Mapping):
+        device_versions = device.get("versions")
+    device_name = provenance.get("device_name")
+    if device_name is None and isinstance(device, Mapping):
+        device_name = device.get("name")
+    commit = provenance.get("commit", _get(provenance, "suite_git", "commit"))
+    summary = {
+        "host": provenance.get("host"),
+        "cpu": _get(provenance, "cpu", "model"),
+        "kernel": provenance.get("kernel", _get(provenance, "os", "release")),
+        "python": _get(provenance, "python", "version"),
+        "libraries": {str(k): str(v) for k, v in (provenance.get("libraries") or {}).items()},
+        "device_name": device_name,
+        "device_versions": {str(k): str(v) for k, v in (device_versions or {}).items()},
+        "commit": commit,
+        "created": created if created is not None else provenance.get("created"),
+    }
+    return summary
+
+
+def _processes(processes: Any, limit: int = 2) -> str:
+    named = [f"{p.get('name', '?')} (pid {p.get('pid', '?')})" for p in processes or () if isinstance(p, Mapping)]
+    return ", ".join(named[:limit])
+
+
+def interval_causes(interval: Mapping[str, Any]) -> list[str]:
+    """Disturbances recorded in this case's own interval, each with its figures."""
+    flags = set(interval.get("flags") or ())
+    causes: list[str] = []
+    if "steal" in flags:
+        steal = interval.get("steal_fraction")
+        figure = f"{steal:.1%} of CPU time" if isinstance(steal, (int, float)) else "CPU time"
+        causes.append(f"steal: {figure} stolen by the hypervisor")
+    if "other-load" in flags:
+        rate = interval.get("other_cpu_s_per_s")
+        figure = f"{rate:.1f} CPU-s/s" if isinstance(rate, (int, float)) else "CPU time"
+        who = _processes(interval.get("top_other_processes"))
+        causes.append(f"other-load: {figure} by {who}" if who else f"other-load: {figure} by other processes")
+    if "cpu-clock-changed" in flags:
+        change = interval.get("cpu_freq_change")
+        figure = f" {change:+.0%}" if isinstance(change, (int, float)) else ""
+        causes.append(f"cpu-clock-changed: mean CPU clock{figure} during the case")
+    if "throttled" in flags:
+        reasons = [str(r) for r in interval.get("throttle_reasons") or ()]
+        causes.append(f"throttled: {', '.join(reasons)}" if reasons else "throttled")
+    if "device-shared" in flags:
+        count = interval.get("device_processes")
+        figure = f"{count} other process(es)" if isinstance(count, int) else "other processes"
+        causes.append(f"device-shared: {figure} on the device")
+    return causes
+
+
+def _reference_condition_causes(now: Mapping[str, Any], reference: Mapping[str, Any]) -> list[str]:
+    """Conditions that differed between the reference's measurement and this one."""
+    causes: list[str] = []
+    now_flags = set(now.get("flags") or ())
+    for flag in DISTURBANCE_FLAGS:
+        if flag in set(reference.get("flags") or ()) and flag not in now_flags:
+            detail = interval_causes({**reference, "flags": [flag]})
+            causes.append(f"reference was disturbed ({detail[0]}); this run was not")
+    gov_then, gov_now = reference.get("governor"), now.get("governor")
+    if gov_then and gov_now and gov_then != gov_now:
+        causes.append(f"cpu governor {gov_then} -> {gov_now}")
+    freq_then, freq_now = reference.get("cpu_freq_mhz"), now.get("cpu_freq_mhz")
+    if isinstance(freq_then, (int, float)) and isinstance(freq_now, (int, float)) and freq_then > 0:
+        change = freq_now / freq_then - 1.0
+        if abs(change) > CPU_CLOCK_CHANGE_SUSPICIOUS:
+            causes.append(f"mean CPU clock {freq_then:.0f} -> {freq_now:.0f} MHz ({change:+.0%}) since the reference")
+    return causes
+
+
+def _changed(kind: str, then: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    return [f"{kind}{name} {then[name]} -> {now[name]}"
+            for name in sorted(set(then) & set(now)) if str(then[name]) != str(now[name])]
+
+
+def version_causes(provenance: Mapping[str, Any], reference_provenance: Mapping[str, Any]) -> list[str]:
+    """Driver, runtime, library, kernel, Python and CPU changes since the reference."""
+    now = provenance_summary(provenance)
+    then = provenance_summary(reference_provenance)
+    causes = _changed("device ", then["device_versions"], now["device_versions"])
+    causes += _changed("library ", then["libraries"], now["libraries"])
+    for key, label in (("kernel", "kernel"), ("python", "python"), ("cpu", "cpu model"), ("device_name", "device")):
+        if then[key] and now[key] and str(then[key]) != str(now[key]):
+            causes.append(f"{label} {then[key]} -> {now[key]}")
+    return causes
+
+
+def find_cause(interval: Mapping[str, Any], reference_conditions: Mapping[str, Any] | None,
+               provenance: Mapping[str, Any], reference_provenance: Mapping[str, Any] | None) -> str | None:
+    """A sentence naming the recorded causes that could explain a change of this case, or None.
+
+    ``interval`` is the case's Interval JSON or its :func:`conditions_summary`;
+    ``reference_conditions`` and ``reference_provenance`` are the reference's summaries (None
+    when there is no reference, and then only this interval's disturbances count). Causes are
+    joined with ``"; "`` in a fixed order: this interval's disturbances, conditions that differ
+    from the reference's, then version changes. Suite commits are not a cause: they change on
+    every commit, and would excuse every regression.
+    """
+    causes = interval_causes(interval)
+    if reference_conditions is not None:
+        causes += _reference_condition_causes(conditions_summary(interval), reference_conditions)
+    if reference_provenance is not None:
+        causes += version_causes(provenance, reference_provenance)
+    return "; ".join(causes) if causes else None
+
+
+__all__ = ["DISTURBANCE_FLAGS", "conditions_summary", "find_cause", "interval_causes",
+           "provenance_summary", "version_causes"]

@@ -1,0 +1,372 @@
+"""Verdicts: one case's measurement against its model's prediction and its stored reference.
+
+Outcomes, in the order they are decided:
+
+``inconclusive``
+    No kept samples; or the measurement too noisy to decide: the relative half-width of its
+    CI of the median exceeds ``threshold / 2``; or one of the questions below has no stable answer.
+``drift`` / ``explained``
+    The change from the reference, ratio r = measured median / reference median, with a
+    percentile-bootstrap ``1 - alpha`` CI [lo, hi] of r and a two-sided Mann-Whitney U test:
+
+    * drift when r's CI excludes 1, |r - 1| > threshold, the CI lies entirely beyond
+      1 +- threshold (lo > 1 + threshold or hi < 1 - threshold), and U's p < alpha;
+    * no drift when the CI lies inside (1 - threshold, 1 + threshold);
+    * anything else (the CI straddles 1 - threshold or 1 + threshold, or the CI and the U test
+      disagree) is inconclusive: the change may or may not exceed the threshold.
+
+    A change only fails once all the evidence agrees it is beyond the threshold, so a case
+    whose true change is below the threshold cannot fail by chance beyond the small ``alpha``
+    of each test together (and in practice far less: see the property test).
+    A drift becomes ``explained`` when :func:`pytest_charz.explain.find_cause` finds a recorded
+    cause (disturbed interval, changed conditions, changed versions).
+``model-error``
+    A covered prediction with a validated error band (lo, hi), from the model's validation in
+    this regime and never widened here: the measurement's ``1 - alpha`` CI of the median lies
+    entirely outside [t (1 + lo), t (1 + hi)]. A median outside with a CI reaching into the band
+    is inconclusive. When the interval itself was disturbed (steal, other load, clock change,
+    throttling, a shared device) the miss is ``explained`` instead. A prediction that does not
+    cover the case is reported as such and no model error is judged.
+``new``
+    No reference yet, and nothing above applies.
+``pass``
+    Otherwise.
+
+By default only ``model-error`` and ``drift`` fail; ``strict=True`` fails everything except
+``pass`` and ``new``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
+
+from .errors import FormatError, UsageError
+from .explain import DISTURBANCE_FLAGS, conditions_summary, find_cause
+from .measure import stats
+from .measure.sampler import Measurement
+from .store import NEW_CASE_REASON, BaselineStore, Reference, thin_samples
+
+VERDICT_VERSION = 1
+OUTCOMES = ("pass", "model-error", "drift", "explained", "inconclusive", "new")
+FAILING = ("model-error", "drift")
+# The bootstrap resamples medians of at most this many samples per side (evenly spaced order
+# statistics beyond it): bounded memory for long runs, and a wider, so conservative, interval.
+BOOTSTRAP_MAX_SAMPLES = 2000
+BOOTSTRAP_RESAMPLES = 2000
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The judgement of one case. ``message`` is the human account with all the evidence.
+
+    ``ratio`` is measured median / reference median with its ``ratio_ci``; ``p_value`` the
+    Mann-Whitney p against the reference samples; ``model_error`` measured / predicted - 1;
+    ``cause`` the recorded cause of an ``explained`` outcome; ``baseline`` what the store did
+    (``""`` when judged without one).
+    """
+
+    outcome: str
+    fails: bool
+    message: str
+    ratio: float | None = None
+    ratio_ci: tuple[float, float] | None = None
+    p_value: float | None = None
+    model_error: float | None = None
+    cause: str | None = None
+    threshold: float = 0.05
+    alpha: float = 0.01
+    strict: bool = False
+    baseline: str = ""
+
+    def __post_init__(self) -> None:
+        if self.outcome not in OUTCOMES:
+            raise UsageError(f"verdict outcome must be one of {', '.join(OUTCOMES)}; got {self.outcome!r}")
+
+    def to_json(self) -> dict[str, Any]:
+        def finite(value: float | None) -> float | None:
+            return value if value is not None and math.isfinite(value) else None
+
+        return {
+            "version": VERDICT_VERSION,
+            "outcome": self.outcome,
+            "fails": self.fails,
+            "message": self.message,
+            "ratio": finite(self.ratio),
+            "ratio_ci": [finite(v) for v in self.ratio_ci] if self.ratio_ci else None,
+            "p_value": finite(self.p_value),
+            "model_error": finite(self.model_error),
+            "cause": self.cause,
+            "threshold": self.threshold,
+            "alpha": self.alpha,
+            "strict": self.strict,
+            "baseline": self.baseline,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Verdict":
+        if data.get("version") != VERDICT_VERSION:
+            raise FormatError(f"Verdict JSON version {data.get('version')!r} is not {VERDICT_VERSION}")
+        try:
+            ci = data.get("ratio_ci")
+            return cls(
+                outcome=str(data["outcome"]), fails=bool(data["fails"]), message=str(data["message"]),
+                ratio=data.get("ratio"), ratio_ci=(ci[0], ci[1]) if ci else None, p_value=data.get("p_value"),
+                model_error=data.get("model_error"), cause=data.get("cause"),
+                threshold=float(data.get("threshold", 0.05)), alpha=float(data.get("alpha", 0.01)),
+                strict=bool(data.get("strict", False)), baseline=str(data.get("baseline", "")),
+            )
+        except (KeyError, TypeError, ValueError, UsageError) as exc:
+            raise FormatError(f"Verdict JSON is malformed: {exc}") from None
+
+
+def fails_for(outcome: str, strict: bool) -> bool:
+    """Whether ``outcome`` fails the test: model-error and drift; under ``strict`` all but pass and new."""
+    return outcome not in ("pass", "new") if strict else outcome in FAILING
+
+
+def check_threshold(threshold: float) -> float:
+    if not isinstance(threshold, (int, float)) or isinstance(threshold, bool) or not 0 < threshold < 1:
+        raise UsageError(f"drift threshold must be a fraction in (0, 1), e.g. 0.05 for 5%; got {threshold!r}")
+    return float(threshold)
+
+
+def check_alpha(alpha: float) -> float:
+    if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or not 0 < alpha < 0.5:
+        raise UsageError(f"significance level alpha must be in (0, 0.5), e.g. 0.01; got {alpha!r}")
+    return float(alpha)
+
+
+def check_band(band: Mapping[str, Any]) -> tuple[float, float]:
+    """The band's (lo, hi) relative errors: -1 < lo <= hi, e.g. {"lo": -0.15, "hi": 0.10}."""
+    try:
+        lo, hi = float(band["lo"]), float(band["hi"])
+    except (KeyError, TypeError, ValueError):
+        raise UsageError(f"a model error band needs numbers 'lo' and 'hi' (relative errors), got {dict(band)!r}") from None
+    if not (-1.0 < lo <= hi and math.isfinite(hi)):
+        raise UsageError(f"a model error band needs -1 < lo <= hi, got lo={lo!r}, hi={hi!r}")
+    return lo, hi
+
+
+def _prediction_json(prediction: Any) -> Mapping[str, Any] | None:
+    if prediction is None:
+        return None
+    if isinstance(prediction, Mapping):
+        return prediction
+    to_json = getattr(prediction, "to_json", None)
+    if callable(to_json):
+        return to_json()  # type: ignore[no-any-return]
+    raise UsageError(f"a prediction must be a Prediction or its JSON mapping, got {type(prediction).__name__}")
+
+
+def format_time(seconds: float | None) -> str:
+    """A time with 4 significant digits in the largest unit that keeps it >= 1 (s, ms, us, ns)."""
+    if seconds is None or not math.isfinite(seconds):
+        return "-"
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")):
+        text = f"{seconds / scale:.4g}"
+        if abs(float(text)) >= 1.0 or unit == "ns":
+            return f"{text} {unit}"
+    raise AssertionError("unreachable")
+
+
+def _pct(x: float) -> str:
+    return f"{x:+.1%}"
+
+
+def _judge_model(median_s: float, ci_s: tuple[float, float], prediction: Mapping[str, Any] | None,
+                 band: Mapping[str, Any] | None) -> tuple[str, float | None, str]:
+    """(state, model error, line); state is none, uncovered, unbanded, inside, outside or undecided."""
+    if prediction is None:
+        return "none", None, "no model prediction"
+    model = prediction.get("model", "?")
+    if not prediction.get("covered", True):
+        return "uncovered", None, f"model {model} does not cover this case: {prediction.get('reason') or 'no reason given'}"
+    time_s = prediction.get("time_s")
+    if not isinstance(time_s, (int, float)) or not time_s > 0:
+        return "none", None, f"model {model} predicts {time_s!r} s: model error not judged"
+    interval = prediction.get("interval_s") or (time_s, time_s)
+    line = (f"predicted {format_time(time_s)} [{format_time(interval[0])}-{format_time(interval[1])}] by {model}"
+            f" (bound {prediction.get('bound') or '?'}, regime {prediction.get('regime') or '?'})")
+    error = median_s / time_s - 1.0
+    if band is None:
+        return "unbanded", error, f"{line}; model error {_pct(error)}, not judged: no validated band for this regime"
+    lo, hi = check_band(band)
+    lower, upper = time_s * (1.0 + lo), time_s * (1.0 + hi)
+    line += f"; model error {_pct(error)}, band {_pct(lo)}..{_pct(hi)} ({format_time(lower)}-{format_time(upper)})"
+    if ci_s[1] < lower or ci_s[0] > upper:
+        return "outside", error, line + ": outside"
+    if not lower <= median_s <= upper:
+        return "undecided", error, line + ": median outside but its CI reaches into the band"
+    return "inside", error, line + ": inside"
+
+
+@dataclass(frozen=True)
+class _Change:
+    state: str                     # none, drift, undecided, incomparable, absent
+    ratio: float | None = None
+    ci: tuple[float, float] | None = None
+    p_value: float | None = None
+    line: str = ""
+
+
+def _judge_change(measurement: Measurement, reference: Reference | None, threshold: float, alpha: float) -> _Change:
+    if reference is None:
+        return _Change("absent", line="no reference yet")
+    ref_line = (f"reference {format_time(reference.median_s)} (CI {format_time(reference.ci_s[0])}-"
+                f"{format_time(reference.ci_s[1])}, {len(reference.samples_s)} samples kept, {reference.created or 'undated'})")
+    if reference.mode and reference.mode != measurement.mode:
+        return _Change("incomparable", line=f"{ref_line} was measured {reference.mode}, this run {measurement.mode}:"
+                                            " not comparable; accept a new reference")
+    assert measurement.median_s is not None
+    ratio = measurement.median_s / reference.median_s
+    level = 1.0 - alpha
+    boot = stats.bootstrap_ratio_ci(reference.samples_s, thin_samples(measurement.samples_s, BOOTSTRAP_MAX_SAMPLES),
+                                    level=level, resamples=BOOTSTRAP_RESAMPLES, seed=0)
+    p_value = stats.mann_whitney_u(reference.samples_s, measurement.samples_s).p_value
+    lo, hi = boot.low, boot.high
+    line = (f"{ref_line}; ratio {ratio:.3f} ({level:.0%} CI {lo:.3f}-{hi:.3f}), Mann-Whitney p={p_value:.2g};"
+            f" drift threshold +-{threshold:.1%}")
+    beyond = lo > 1.0 + threshold or hi < 1.0 - threshold
+    if beyond and abs(ratio - 1.0) > threshold and p_value < alpha:
+        state = "drift"
+    elif 1.0 - threshold < lo and hi < 1.0 + threshold:
+        state = "none"
+    else:
+        state = "undecided"
+    return _Change(state, ratio, (lo, hi), p_value, line)
+
+
+def _direction(ratio: float) -> str:
+    return f"{abs(ratio - 1.0):.1%} {'slower' if ratio > 1.0 else 'faster'} than the reference"
+
+
+def judge(measurement: Measurement | Mapping[str, Any], prediction: Any, band: Mapping[str, Any] | None,
+          reference: Reference | None, interval: Mapping[str, Any], reference_conditions: Mapping[str, Any] | None,
+          provenance: Mapping[str, Any], reference_provenance: Mapping[str, Any] | None,
+          threshold: float = 0.05, alpha: float = 0.01, strict: bool = False,
+          achieved: Mapping[str, float] | None = None) -> Verdict:
+    """Judge one measured case (see the module docstring for the rules).
+
+    ``measurement`` is a Measurement or its JSON; ``prediction`` a Prediction or its JSON (None
+    when no model ran); ``band`` the model's validated relative error band ``{"lo", "hi"}`` in
+    this regime; ``interval`` the case's Interval JSON or its conditions summary;
+    ``achieved`` the case's ``peak_fraction``. Pure and deterministic.
+    """
+    threshold = check_threshold(threshold)
+    alpha = check_alpha(alpha)
+    m = measurement if isinstance(measurement, Measurement) else Measurement.from_json(measurement)
+    pred = _prediction_json(prediction)
+    flags = [str(f) for f in interval.get("flags") or ()]
+
+    def verdict(outcome: str, headline: str, lines: list[str], **figures: Any) -> Verdict:
+        if flags:
+            lines = [*lines, f"conditions: {', '.join(flags)}"]
+        return Verdict(outcome, fails_for(outcome, strict), "\n".join([headline, *lines]),
+                       threshold=threshold, alpha=alpha, strict=strict, **figures)
+
+    if not m.samples_s or m.median_s is None:
+        discards = ", ".join(f"{n} {reason}" for reason, n in sorted(m.discarded.items())) or "none kept"
+        return verdict("inconclusive", f"inconclusive: all samples discarded ({discards}); nothing to judge", [])
+
+    median_s = m.median_s
+    ci_s = m.ci_s or stats.median_ci(m.samples_s, m.ci_level)
+    rel = m.rel_ci_halfwidth if m.rel_ci_halfwidth is not None else stats.relative_halfwidth(ci_s, median_s)
+    lines = [f"measured {format_time(median_s)} (median; {m.ci_level:.0%} CI {format_time(ci_s[0])}-"
+             f"{format_time(ci_s[1])}, +-{rel:.2%}; {len(m.samples_s)} samples, {m.mode}, stop: {m.stop_reason})"]
+    # Model error is decided on the wider 1 - alpha interval, for the same stability as drift.
+    model_state, model_error, model_line = _judge_model(median_s, stats.median_ci(m.samples_s, 1.0 - alpha), pred, band)
+    lines.append(model_line)
+    if achieved:
+        lines.append("achieved " + ", ".join(f"{fraction:.1%} of the {ceiling} peak"
+                                             for ceiling, fraction in sorted(achieved.items())))
+    change = _judge_change(m, reference, threshold, alpha)
+    lines.append(change.line)
+    figures: dict[str, Any] = {"ratio": change.ratio, "ratio_ci": change.ci, "p_value": change.p_value,
+                               "model_error": model_error}
+
+    if not rel <= threshold / 2.0:
+        return verdict("inconclusive", f"inconclusive: too noisy to decide (CI of the median +-{rel:.2%},"
+                                       f" more than half the {threshold:.1%} threshold)", lines, **figures)
+    if change.state == "drift":
+        assert change.ratio is not None
+        cause = find_cause(interval, reference_conditions, provenance, reference_provenance)
+        if cause:
+            return verdict("explained", f"explained: {_direction(change.ratio)}; cause: {cause}", lines,
+                           cause=cause, **figures)
+        return verdict("drift", f"drift: {_direction(change.ratio)}, beyond the {threshold:.1%} threshold,"
+                                " with no recorded cause", lines, **figures)
+    if model_state == "outside":
+        assert model_error is not None
+        cause = find_cause(interval, None, provenance, None)
+        if cause:
+            return verdict("explained", f"explained: {_pct(model_error)} off the model, outside its band;"
+                                        f" cause: {cause}", lines, cause=cause, **figures)
+        return verdict("model-error", f"model-error: measured {format_time(median_s)} is {_pct(model_error)} off the"
+                                      " prediction, outside the model's validated band", lines, **figures)
+    if change.state == "undecided":
+        return verdict("inconclusive", "inconclusive: the change from the reference may or may not exceed the"
+                                       f" {threshold:.1%} threshold", lines, **figures)
+    if change.state == "incomparable":
+        return verdict("inconclusive", "inconclusive: the reference is not comparable with this measurement",
+                       lines, **figures)
+    if model_state == "undecided":
+        return verdict("inconclusive", "inconclusive: too close to the model band's edge to decide", lines, **figures)
+    if reference is None:
+        return verdict("new", "new: no reference yet for this case", lines, **figures)
+    return verdict("pass", "pass: no drift from the reference" + (
+        " and within the model's band" if model_state == "inside" else ""), lines, **figures)
+
+
+def evaluate_case(case: Mapping[str, Any], store: BaselineStore, target_id: str, prediction: Any,
+                  band: Mapping[str, Any] | None, provenance: Mapping[str, Any], threshold: float = 0.05,
+                  strict: bool = False, accept_reason: str | None = None, save_new: bool = True,
+                  alpha: float = 0.01) -> Verdict:
+    """Judge a measured case record against its stored reference, and keep the store's rules.
+
+    ``case`` is the run file's case record (``id``, ``suite``, ``work``, ``measurement``,
+    ``conditions``, ``peak_fraction``); ``provenance`` the run's provenance, with the run's device
+    record under ``"device"`` so driver versions are compared. ``band`` None uses the band stored
+    with the case. Then the store:
+
+    * ``accept_reason`` given: the case's reference becomes this measurement, the reason is
+      appended to its history; the verdict (against the old reference) then fails only for
+      ``model-error``, as drift was accepted.
+    * no reference and ``save_new``: the measurement is saved as the reference (reason
+      ``"new case"``) if it was decidable (outcome new or model-error) and undisturbed.
+    * otherwise the stored reference is kept, never overwritten.
+    ``Verdict.baseline`` says which happened. FormatError from a corrupt store propagates.
+    """
+    suite, case_id = str(case["suite"]), str(case["id"])
+    entry = store.entry(target_id, suite, case_id)
+    reference = entry.reference if entry is not None else None
+    conditions = conditions_summary(case.get("conditions") or {})
+    verdict = judge(case["measurement"], prediction, band if band is not None else (entry.band if entry else None),
+                    reference, conditions, reference.conditions if reference else None, provenance,
+                    reference.provenance if reference else None, threshold=threshold, alpha=alpha, strict=strict,
+                    achieved=case.get("peak_fraction"))
+    measurement = case["measurement"]
+    has_samples = bool(measurement.get("samples_s")) and measurement.get("median_s") is not None
+    if accept_reason is not None:
+        if not has_samples:
+            return _noted(verdict, "not accepted: no kept samples")
+        store.accept(target_id, suite, case_id, Reference.from_case(case, provenance), accept_reason, band=band)
+        return replace(_noted(verdict, f"accepted: {accept_reason.strip()}"), fails=verdict.outcome == "model-error")
+    if reference is not None:
+        return _noted(verdict, "kept")
+    if not save_new:
+        return _noted(verdict, "not saved: saving new references is off")
+    disturbed = [f for f in conditions["flags"] if f in DISTURBANCE_FLAGS]
+    if verdict.outcome not in ("new", "model-error"):
+        return _noted(verdict, f"not saved: the measurement is {verdict.outcome}")
+    if disturbed:
+        return _noted(verdict, f"not saved: measured under {', '.join(disturbed)}")
+    store.put(target_id, suite, case_id, Reference.from_case(case, provenance), NEW_CASE_REASON, band=band)
+    return _noted(verdict, f"saved: {NEW_CASE_REASON}")
+
+
+def _noted(verdict: Verdict, baseline: str) -> Verdict:
+    return replace(verdict, baseline=baseline, message=f"{verdict.message}\nbaseline: {baseline}")
+
+
+__all__ = ["OUTCOMES", "Verdict", "check_band", "evaluate_case", "fails_for", "judge"]
