@@ -1,0 +1,249 @@
+"""Calibration data: the parameters calibration fits, and the two fitting primitives.
+
+* :class:`GemmParams`: the GEMM model's tile tables and size-dependent efficiency curve.
+* :class:`EfficiencyTable`: per op class, efficiency (predicted / measured time) as a
+  piecewise-linear function of log10 of the work's size, flat beyond its end knots.
+* :class:`Calibration`: a model's efficiency tables and its conformal interval factors, applied
+  to that model's predictions by :meth:`Calibration.adjust`.
+* :func:`fit_efficiency`: least squares on log error (SciPy) -> EfficiencyTable.
+* :func:`conformal_interval`: split-conformal (low, high) time factors from held-out log ratios.
+
+All carry a ``version`` in their JSON form; an unknown version is a FormatError.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+
+from ..errors import FormatError, UsageError, check_non_negative, check_positive
+
+if TYPE_CHECKING:
+    from ..work import Work
+    from .base import Prediction
+
+CALIBRATION_VERSION = 1
+
+# GEMM tiles (rows x columns of C per tile) a library may pick, per target kind.
+# GPU: CUTLASS/cuBLAS threadblock tiles on Ampere/Hopper/CDNA are typically 128x128, 128x256 and
+# 256x128. ASIC: 128x128, the systolic array of a TPU v4/v5 MXU. CPU: 32x32, a choice of the order
+# of the register/L1 blocking of AVX2/AVX-512 BLAS micro-kernels (BLIS uses 6x16 to 32x12), so that
+# quantization matters on CPUs only for small matrices; calibration may replace any table.
+DEFAULT_GEMM_TILES: Mapping[str, tuple[tuple[int, int], ...]] = {
+    "gpu": ((128, 128), (128, 256), (256, 128)),
+    "asic": ((128, 128),),
+    "cpu": ((32, 32),),
+}
+
+
+def _check_version(kind: str, data: Mapping[str, Any]) -> None:
+    if data.get("version") != CALIBRATION_VERSION:
+        raise FormatError(f"{kind} JSON version {data.get('version')!r} is not {CALIBRATION_VERSION}")
+
+
+@dataclass(frozen=True)
+class GemmParams:
+    """Parameters of the ``gemm`` model.
+
+    Efficiency at ``flops`` executed (tile-padded) FLOPs: ``eff_max * flops / (flops + half_flops)``,
+    so time = ``(flops + half_flops) / (peak * eff_max)``: a fixed cost ``half_flops`` worth of
+    work plus a sustained fraction ``eff_max`` of peak. The defaults are uncalibrated: no derating
+    (``eff_max=1``, ``half_flops=0``), which leaves tile and wave quantization alone.
+    """
+
+    eff_max: float = 1.0
+    half_flops: float = 0.0
+    tiles: Mapping[str, tuple[tuple[int, int], ...]] = field(default_factory=lambda: dict(DEFAULT_GEMM_TILES))
+
+    def __post_init__(self) -> None:
+        check_positive("GemmParams.eff_max", self.eff_max)
+        check_non_negative("GemmParams.half_flops", self.half_flops)
+        tiles = {str(kind): tuple((int(tm), int(tn)) for tm, tn in table) for kind, table in self.tiles.items()}
+        for kind, table in tiles.items():
+            if not table or any(tm < 1 or tn < 1 for tm, tn in table):
+                raise UsageError(f"GemmParams.tiles[{kind!r}] must list positive (rows, cols) tiles, got {table!r}")
+        object.__setattr__(self, "tiles", tiles)
+
+    def efficiency(self, flops: float) -> float:
+        """Fraction of peak sustained on ``flops`` executed FLOPs (0 < eff <= eff_max)."""
+        return self.eff_max * flops / (flops + self.half_flops) if flops > 0 else self.eff_max
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": CALIBRATION_VERSION, "eff_max": self.eff_max, "half_flops": self.half_flops,
+                "tiles": {kind: [list(t) for t in table] for kind, table in self.tiles.items()}}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "GemmParams":
+        _check_version("GemmParams", data)
+        try:
+            return cls(float(data["eff_max"]), float(data["half_flops"]),
+                       {k: tuple(tuple(t) for t in v) for k, v in data["tiles"].items()})
+        except (KeyError, TypeError, ValueError, UsageError) as exc:
+            raise FormatError(f"GemmParams JSON is malformed: {exc}") from exc
+
+
+SIZE_AMOUNTS = ("flops", "bytes", "accesses", "launches", "transfers")
+
+
+@dataclass(frozen=True)
+class EfficiencyTable:
+    """Efficiency (predicted / measured time) of op class ``op`` against log10 of a work size.
+
+    ``size`` names the Work amount the size is (``flops``: total FLOPs, ``bytes``: total bytes,
+    ``accesses``, ``launches``, ``transfers``: total transfer bytes). Between knots efficiency is
+    linear in log10(size); beyond the end knots it is flat.
+    """
+
+    op: str
+    size: str
+    log10_sizes: tuple[float, ...]
+    efficiency: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if self.size not in SIZE_AMOUNTS:
+            raise UsageError(f"EfficiencyTable.size must be one of {', '.join(SIZE_AMOUNTS)}; got {self.size!r}")
+        knots = tuple(float(x) for x in self.log10_sizes)
+        values = tuple(float(e) for e in self.efficiency)
+        if not knots or len(knots) != len(values):
+            raise UsageError("EfficiencyTable needs as many efficiencies as knots, at least one")
+        if any(b <= a for a, b in zip(knots, knots[1:])):
+            raise UsageError(f"EfficiencyTable knots must increase, got {knots!r}")
+        if any(not (math.isfinite(e) and e > 0) for e in values):
+            raise UsageError(f"EfficiencyTable efficiencies must be finite and positive, got {values!r}")
+        object.__setattr__(self, "log10_sizes", knots)
+        object.__setattr__(self, "efficiency", values)
+
+    def size_of(self, work: "Work") -> float:
+        if self.size == "flops":
+            return work.total_flops
+        if self.size == "bytes":
+            return work.total_bytes
+        if self.size == "transfers":
+            return sum(work.transfers.values())
+        return float(getattr(work, self.size))
+
+    def at(self, size: float) -> float:
+        """Efficiency at ``size`` (a size of 0 or less takes the first knot's value)."""
+        import numpy as np
+
+        x = math.log10(size) if size > 0 else self.log10_sizes[0]
+        return float(np.interp(x, self.log10_sizes, self.efficiency))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": CALIBRATION_VERSION, "op": self.op, "size": self.size,
+                "log10_sizes": list(self.log10_sizes), "efficiency": list(self.efficiency)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "EfficiencyTable":
+        _check_version("EfficiencyTable", data)
+        try:
+            return cls(str(data["op"]), str(data["size"]), tuple(data["log10_sizes"]), tuple(data["efficiency"]))
+        except (KeyError, TypeError, ValueError, UsageError) as exc:
+            raise FormatError(f"EfficiencyTable JSON is malformed: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What calibration learned about one model: efficiency per op class and interval factors.
+
+    ``tables`` maps an op class to its table; the key ``""`` serves every other op. ``interval``
+    is ``(low_factor, high_factor)`` from :func:`conformal_interval` at ``level``.
+    """
+
+    model: str
+    tables: Mapping[str, EfficiencyTable] = field(default_factory=dict)
+    interval: tuple[float, float] = (1.0, 1.0)
+    level: float = 0.0
+
+    def __post_init__(self) -> None:
+        low, high = (float(self.interval[0]), float(self.interval[1]))
+        if not (0 <= low <= high and math.isfinite(high)):
+            raise UsageError(f"Calibration.interval must be finite with 0 <= low <= high, got {self.interval!r}")
+        object.__setattr__(self, "interval", (low, high))
+        object.__setattr__(self, "tables", dict(self.tables))
+
+    def adjust(self, prediction: "Prediction", work: "Work", floor_s: float) -> "Prediction":
+        """``prediction`` divided by the op's efficiency, never below ``floor_s`` (the roofline
+        bound), with the interval scaled by the conformal factors. The breakdown keeps the
+        uncalibrated terms; the model name gains ``+calibration``.
+        """
+        if not prediction.covered:
+            return prediction
+        table = self.tables.get(work.op) or self.tables.get("")
+        time_s = prediction.time_s / table.at(table.size_of(work)) if table else prediction.time_s
+        time_s = max(time_s, floor_s)
+        low, high = self.interval
+        return replace(prediction, time_s=time_s, interval_s=(time_s * low, time_s * high),
+                       model=f"{prediction.model}+calibration")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": CALIBRATION_VERSION, "model": self.model, "level": self.level,
+                "interval": list(self.interval),
+                "tables": {op: table.to_json() for op, table in self.tables.items()}}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Calibration":
+        _check_version("Calibration", data)
+        try:
+            tables = {str(op): EfficiencyTable.from_json(t) for op, t in (data.get("tables") or {}).items()}
+            low, high = data.get("interval", (1.0, 1.0))
+            return cls(str(data["model"]), tables, (float(low), float(high)), float(data.get("level", 0.0)))
+        except (KeyError, TypeError, ValueError, UsageError) as exc:
+            raise FormatError(f"Calibration JSON is malformed: {exc}") from exc
+
+
+def fit_efficiency(
+    points: Iterable[Sequence[float]],
+    *,
+    op: str = "",
+    size: str = "flops",
+    knots: int = 4,
+) -> EfficiencyTable:
+    """Fit an :class:`EfficiencyTable` to ``(size, predicted_s, measured_s)`` points.
+
+    Knots sit at quantiles of log10(size) (at most ``knots``, at most one per distinct size);
+    efficiencies at the knots minimise the squared log error
+    ``sum((ln(predicted / eff(size)) - ln(measured))**2)`` under eff > 0 (scipy.optimize).
+    """
+    import numpy as np
+    from scipy.optimize import least_squares
+
+    rows = [tuple(float(v) for v in p) for p in points]
+    if not rows:
+        raise UsageError("fit_efficiency needs at least one (size, predicted_s, measured_s) point")
+    if any(len(r) != 3 or not all(v > 0 and math.isfinite(v) for v in r) for r in rows):
+        raise UsageError("fit_efficiency points must be (size, predicted_s, measured_s), all positive")
+    if knots < 1:
+        raise UsageError(f"fit_efficiency knots must be >= 1, got {knots!r}")
+    x = np.log10([r[0] for r in rows])
+    log_efficiency = np.log([r[1] / r[2] for r in rows])
+    distinct = np.unique(x)
+    grid = np.unique(np.quantile(distinct, np.linspace(0.0, 1.0, min(knots, distinct.size))))
+
+    def residuals(log_knots: np.ndarray) -> np.ndarray:
+        return np.log(np.interp(x, grid, np.exp(log_knots))) - log_efficiency
+
+    start = np.full(grid.size, float(np.mean(log_efficiency)))
+    fitted = least_squares(residuals, start)
+    return EfficiencyTable(op, size, tuple(grid.tolist()), tuple(np.exp(fitted.x).tolist()))
+
+
+def conformal_interval(residuals: Sequence[float], level: float) -> tuple[float, float]:
+    """Split-conformal ``(low_factor, high_factor)`` on predicted time at coverage ``level``.
+
+    ``residuals`` are natural-log ratios ``ln(measured_s / predicted_s)`` of a held-out split.
+    Equal-tailed: with n residuals sorted and alpha = 1 - level, the factors are
+    ``exp(r[floor((n+1) alpha/2)])`` and ``exp(r[ceil((n+1)(1-alpha/2))])`` (1-based), which
+    cover a new exchangeable case with probability >= level. Needs n >= 2/alpha - 1.
+    """
+    if not 0 < level < 1:
+        raise UsageError(f"conformal_interval level must be in (0, 1), got {level!r}")
+    ordered = sorted(float(r) for r in residuals)
+    n = len(ordered)
+    alpha = 1.0 - level
+    low_rank = math.floor((n + 1) * alpha / 2 + 1e-9)
+    high_rank = math.ceil((n + 1) * (1 - alpha / 2) - 1e-9)
+    if low_rank < 1 or high_rank > n:
+        needed = math.ceil(2 / alpha - 1 - 1e-9)
+        raise UsageError(f"conformal_interval at level {level} needs at least {needed} residuals, got {n}")
+    return math.exp(ordered[low_rank - 1]), math.exp(ordered[high_rank - 1])

@@ -1,0 +1,379 @@
+"""Ceilings: the hardware figures a model consumes, each with its source.
+
+A :class:`Ceilings` value is built either from a :class:`~pytest_charz.targets.spec.TargetSpec`
+(datasheet peaks: what the vendor promises) or from a capability profile (what the suites
+measured). Models never see a TargetSpec or a profile, only this, so the same model runs on
+either; a figure nobody knows stays ``None`` and a model that needs it says so
+(``Prediction.covered=False``) instead of guessing.
+
+Capability profile contract (version 1), the mapping :meth:`Ceilings.from_profile` reads::
+
+    {"version": 1,
+     "target": {"id": "h100-sxm", "kind": "gpu", "compute_units": 132},   # all optional
+     "ceilings": [
+        {"name": "flops:bf16",        "value": 7.1e14, "unit": "FLOP/s", "source": "..."},
+        {"name": "flops:fp64:vector", "value": 2.6e13, "unit": "FLOP/s"},   # non-matrix peak
+        {"name": "bandwidth:dram",    "value": 3.0e12, "unit": "B/s"},
+        {"name": "capacity:l2",       "value": 5.2e7,  "unit": "B"},
+        {"name": "latency:l1",        "value": 1.2e-9, "unit": "s"},
+        {"name": "transfer:h2d",      "bandwidth": 5.3e10, "latency_s": 2.0e-6},
+        {"name": "launch",            "value": 2.5e-6, "unit": "s"},
+        {"name": "compute_units",     "value": 132},
+     ]}
+
+Names are ``<quantity>:<key>`` with keys from :mod:`pytest_charz.work` (dtypes, memory levels,
+transfer kinds). ``unit`` may be omitted (SI base units assumed) or a scaled unit (``TFLOP/s``,
+``GB/s``, ``GiB/s``, ``ns``, ``us``, ``MiB``...). A ``value`` of null means "not measured". Names
+with other quantities (contention, power...) are ignored: profiles carry more than models use. A
+name of a known quantity with an unknown key, an unknown unit or a duplicate name is a
+:class:`~pytest_charz.errors.FormatError`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping
+
+from ..errors import FormatError, UsageError
+from ..targets.spec import Figure
+from ..work import DTYPES, MEMORY_LEVELS, TRANSFER_KINDS
+
+if TYPE_CHECKING:
+    from ..targets.spec import TargetSpec
+
+CEILINGS_VERSION = 1
+PROFILE_VERSION = 1
+
+# Ops that run on matrix units (tensor cores, MXUs, AMX): they may reach ``peak_flops``; other ops
+# are held to ``vector_peak_flops`` where the target has one. An op left unnamed gets the higher
+# (matrix) peak so the roofline stays a lower bound.
+MATRIX_OPS = frozenset({"gemm", "matmul", "bmm", "conv", "attention"})
+
+_FIGURE_MAPS = (
+    "peak_flops", "vector_peak_flops", "bandwidth_bytes_per_s", "capacity_bytes", "latency_s",
+    "link_bandwidth_bytes_per_s", "link_latency_s",
+)
+_FIGURE_SCALARS = ("launch_overhead_s", "compute_units")
+_KEYS = {
+    "peak_flops": DTYPES, "vector_peak_flops": DTYPES, "bandwidth_bytes_per_s": MEMORY_LEVELS,
+    "capacity_bytes": MEMORY_LEVELS, "latency_s": MEMORY_LEVELS,
+    "link_bandwidth_bytes_per_s": TRANSFER_KINDS, "link_latency_s": TRANSFER_KINDS,
+}
+# Latencies and overheads may be zero; rates, capacities and counts must be positive.
+_MAY_BE_ZERO = frozenset({"latency_s", "link_latency_s", "launch_overhead_s"})
+
+
+def _check_figure(field_name: str, figure: Any, key: str = "") -> Figure:
+    label = f"Ceilings.{field_name}" + (f"[{key!r}]" if key else "")
+    if not isinstance(figure, Figure):
+        raise UsageError(f"{label} must be a Figure(value, source), got {figure!r}")
+    value = figure.value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise UsageError(f"{label} must be a finite number, got {value!r}")
+    if not (value >= 0 if field_name in _MAY_BE_ZERO else value > 0):
+        raise UsageError(f"{label} must be {'>= 0' if field_name in _MAY_BE_ZERO else '> 0'}, got {value!r}")
+    return figure
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """Hardware figures for models: peaks, bandwidths, capacities, latencies, links, launch cost.
+
+    Every figure is a :class:`Figure` (value in the unit its field name says, and its source).
+    ``kind`` is the target kind (``gpu``, ``asic``, ``cpu``), which picks e.g. the GEMM tile table.
+    Links: ``h2d``/``d2h`` host link, ``d2d`` copies within device memory, ``peer`` device to
+    device, ``host`` copies within host memory on a CPU-only machine.
+    """
+
+    target_id: str = ""
+    kind: str = ""
+    origin: str = ""
+    peak_flops: Mapping[str, Figure] = field(default_factory=dict)
+    vector_peak_flops: Mapping[str, Figure] = field(default_factory=dict)
+    bandwidth_bytes_per_s: Mapping[str, Figure] = field(default_factory=dict)
+    capacity_bytes: Mapping[str, Figure] = field(default_factory=dict)
+    latency_s: Mapping[str, Figure] = field(default_factory=dict)
+    link_bandwidth_bytes_per_s: Mapping[str, Figure] = field(default_factory=dict)
+    link_latency_s: Mapping[str, Figure] = field(default_factory=dict)
+    launch_overhead_s: Figure | None = None
+    compute_units: Figure | None = None
+
+    def __post_init__(self) -> None:
+        for name in _FIGURE_MAPS:
+            figures = dict(getattr(self, name))
+            for key, figure in figures.items():
+                if key not in _KEYS[name]:
+                    raise UsageError(f"Ceilings.{name} key {key!r} is not one of {', '.join(_KEYS[name])}")
+                _check_figure(name, figure, key)
+            object.__setattr__(self, name, figures)
+        for name in _FIGURE_SCALARS:
+            figure = getattr(self, name)
+            if figure is not None:
+                _check_figure(name, figure)
+
+    # -- accessors: plain numbers, None when unknown -------------------------------------------
+    def peak(self, dtype: str, op: str = "") -> float | None:
+        """Peak FLOP/s for ``dtype`` when running ``op`` (vector peak for non-matrix ops)."""
+        if op and op not in MATRIX_OPS and dtype in self.vector_peak_flops:
+            return self.vector_peak_flops[dtype].value
+        figure = self.peak_flops.get(dtype)
+        return figure.value if figure is not None else None
+
+    def bandwidth(self, level: str) -> float | None:
+        return _value(self.bandwidth_bytes_per_s.get(level))
+
+    def capacity(self, level: str) -> float | None:
+        return _value(self.capacity_bytes.get(level))
+
+    def latency(self, level: str) -> float | None:
+        return _value(self.latency_s.get(level))
+
+    def link_bandwidth(self, kind: str) -> float | None:
+        return _value(self.link_bandwidth_bytes_per_s.get(kind))
+
+    def link_latency(self, kind: str) -> float | None:
+        return _value(self.link_latency_s.get(kind))
+
+    def launch_overhead(self) -> float | None:
+        return _value(self.launch_overhead_s)
+
+    def units(self) -> int | None:
+        value = _value(self.compute_units)
+        return int(value) if value is not None else None
+
+    # -- building ------------------------------------------------------------------------------
+    @classmethod
+    def from_spec(cls, spec: "TargetSpec") -> "Ceilings":
+        """Datasheet ceilings of ``spec``.
+
+        Derived figures, each saying so in its source: ``d2d`` (and ``host`` on a CPU) copy rate is
+        half the DRAM bandwidth, since every copied byte is read once and written once; ``peer``
+        bandwidth is one peer link's per-direction bandwidth times the link count (a transfer to
+        one peer spreads over all links, as through an NVSwitch). The spec has no launch overhead
+        figure: it is a measured ceiling and comes from a profile.
+        """
+        memory = {level.name: level for level in spec.memory}
+        bandwidth = {n: lv.bandwidth_bytes_per_s for n, lv in memory.items() if lv.bandwidth_bytes_per_s}
+        capacity = {n: lv.capacity_bytes for n, lv in memory.items() if lv.capacity_bytes}
+        latency = {
+            n: Figure(lv.latency_ns.value * 1e-9, lv.latency_ns.source)
+            for n, lv in memory.items() if lv.latency_ns is not None
+        }
+        links: dict[str, Figure] = {}
+        link_latency: dict[str, Figure] = {}
+        if spec.host_link is not None:
+            for kind in ("h2d", "d2h"):
+                links[kind] = spec.host_link.bandwidth_bytes_per_s
+                if spec.host_link.latency_us is not None:
+                    link_latency[kind] = _us_to_s(spec.host_link.latency_us)
+        if "dram" in bandwidth:
+            dram = bandwidth["dram"]
+            halved = Figure(dram.value / 2, f"half of DRAM bandwidth (read + write): {dram.source}")
+            links["d2d"] = halved
+            if spec.identity.kind == "cpu":
+                links["host"] = halved
+        if spec.peer_links:
+            peer = spec.peer_links[0]
+            links["peer"] = Figure(
+                peer.bandwidth_bytes_per_s.value * peer.count,
+                f"{peer.count} x {peer.name} per direction: {peer.bandwidth_bytes_per_s.source}",
+            )
+            if peer.latency_us is not None:
+                link_latency["peer"] = _us_to_s(peer.latency_us)
+        return cls(
+            target_id=spec.id,
+            kind=spec.identity.kind,
+            origin=f"spec:{spec.id}",
+            peak_flops=dict(spec.compute.peak_flops),
+            vector_peak_flops=dict(spec.compute.vector_peak_flops),
+            bandwidth_bytes_per_s=bandwidth,
+            capacity_bytes=capacity,
+            latency_s=latency,
+            link_bandwidth_bytes_per_s=links,
+            link_latency_s=link_latency,
+            compute_units=spec.compute.units,
+        )
+
+    @classmethod
+    def from_profile(cls, profile: Mapping[str, Any]) -> "Ceilings":
+        """Measured ceilings from a capability profile mapping (contract in the module docstring)."""
+        return cls(**_read_profile(profile))
+
+    def with_overrides(self, **changes: Any) -> "Ceilings":
+        """A copy with some figures replaced: what-if questions and test fixtures.
+
+        Mapping fields merge key by key (``bandwidth_bytes_per_s={"dram": 4e12}``); a number
+        becomes a ``Figure(number, "override")`` and ``None`` removes the figure. Scalar figures
+        (``launch_overhead_s``, ``compute_units``) take a number, a Figure or None; ``target_id``,
+        ``kind`` and ``origin`` take strings.
+        """
+        updates: dict[str, Any] = {}
+        for name, change in changes.items():
+            if name in _FIGURE_MAPS:
+                if not isinstance(change, Mapping):
+                    raise UsageError(f"with_overrides({name}=...) takes a mapping, got {change!r}")
+                merged = dict(getattr(self, name))
+                for key, value in change.items():
+                    if value is None:
+                        merged.pop(key, None)
+                    else:
+                        merged[key] = _as_figure(value)
+                updates[name] = merged
+            elif name in _FIGURE_SCALARS:
+                updates[name] = None if change is None else _as_figure(change)
+            elif name in ("target_id", "kind", "origin"):
+                updates[name] = str(change)
+            else:
+                known = ", ".join(("target_id", "kind", "origin") + _FIGURE_MAPS + _FIGURE_SCALARS)
+                raise UsageError(f"Ceilings has no figure {name!r}; known: {known}")
+        return dataclasses.replace(self, **updates)
+
+    def filled_from(self, other: "Ceilings") -> "Ceilings":
+        """A copy whose missing figures are taken from ``other`` (sources say where each came from)."""
+        updates: dict[str, Any] = {}
+        for name in _FIGURE_MAPS:
+            updates[name] = {**getattr(other, name), **getattr(self, name)}
+        for name in _FIGURE_SCALARS:
+            updates[name] = getattr(self, name) or getattr(other, name)
+        updates["kind"] = self.kind or other.kind
+        updates["target_id"] = self.target_id or other.target_id
+        updates["origin"] = f"{self.origin}+{other.origin}" if other.origin else self.origin
+        return dataclasses.replace(self, **updates)
+
+    # -- JSON ----------------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"version": CEILINGS_VERSION, "target_id": self.target_id,
+                                "kind": self.kind, "origin": self.origin}
+        for name in _FIGURE_MAPS:
+            data[name] = {key: figure.to_json() for key, figure in getattr(self, name).items()}
+        for name in _FIGURE_SCALARS:
+            figure = getattr(self, name)
+            data[name] = figure.to_json() if figure is not None else None
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Ceilings":
+        if data.get("version") != CEILINGS_VERSION:
+            raise FormatError(f"Ceilings JSON version {data.get('version')!r} is not {CEILINGS_VERSION}")
+        try:
+            kwargs: dict[str, Any] = {n: str(data.get(n, "")) for n in ("target_id", "kind", "origin")}
+            for name in _FIGURE_MAPS:
+                kwargs[name] = {k: Figure(float(f["value"]), str(f["source"])) for k, f in (data.get(name) or {}).items()}
+            for name in _FIGURE_SCALARS:
+                raw = data.get(name)
+                kwargs[name] = Figure(float(raw["value"]), str(raw["source"])) if raw else None
+            return cls(**kwargs)
+        except (KeyError, TypeError, ValueError, UsageError) as exc:
+            raise FormatError(f"Ceilings JSON is malformed: {exc}") from exc
+
+
+def _value(figure: Figure | None) -> float | None:
+    return figure.value if figure is not None else None
+
+
+def _us_to_s(figure: Figure) -> Figure:
+    return Figure(figure.value * 1e-6, figure.source)
+
+
+def _as_figure(value: Any) -> Figure:
+    if isinstance(value, Figure):
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UsageError(f"an override must be a number, a Figure or None, got {value!r}")
+    return Figure(float(value), "override")
+
+
+# -- capability profile reading ------------------------------------------------------------------
+_UNIT_SCALE: dict[str, dict[str, float]] = {
+    "flops": {"FLOP/s": 1.0, "OP/s": 1.0, "GFLOP/s": 1e9, "TFLOP/s": 1e12, "PFLOP/s": 1e15,
+              "GOP/s": 1e9, "TOP/s": 1e12},
+    "bandwidth": {"B/s": 1.0, "MB/s": 1e6, "GB/s": 1e9, "TB/s": 1e12, "MiB/s": 2.0**20,
+                  "GiB/s": 2.0**30, "TiB/s": 2.0**40},
+    "capacity": {"B": 1.0, "bytes": 1.0, "KiB": 2.0**10, "MiB": 2.0**20, "GiB": 2.0**30,
+                 "KB": 1e3, "MB": 1e6, "GB": 1e9},
+    "latency": {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9},
+    "launch": {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9},
+    "compute_units": {"": 1.0, "units": 1.0},
+}
+# quantity -> (Ceilings field, allowed keys); None = no key (a scalar figure)
+_QUANTITIES: dict[str, tuple[str, tuple[str, ...] | None]] = {
+    "flops": ("peak_flops", DTYPES),
+    "bandwidth": ("bandwidth_bytes_per_s", MEMORY_LEVELS),
+    "capacity": ("capacity_bytes", MEMORY_LEVELS),
+    "latency": ("latency_s", MEMORY_LEVELS),
+    "transfer": ("link_bandwidth_bytes_per_s", TRANSFER_KINDS),
+    "launch": ("launch_overhead_s", None),
+    "compute_units": ("compute_units", None),
+}
+
+
+def _scaled(entry: Mapping[str, Any], key: str, quantity: str, unit: str | None) -> float | None:
+    raw = entry.get(key)
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        raise FormatError(f"profile ceiling {entry.get('name')!r}: {key} must be a number, got {raw!r}")
+    scales = _UNIT_SCALE[quantity]
+    if unit is None:
+        return float(raw)
+    if unit not in scales:
+        raise FormatError(
+            f"profile ceiling {entry.get('name')!r}: unit {unit!r} is not one of {', '.join(map(repr, scales))}"
+        )
+    return float(raw) * scales[unit]
+
+
+def _read_profile(profile: Mapping[str, Any]) -> dict[str, Any]:
+    if not isinstance(profile, Mapping) or profile.get("version") != PROFILE_VERSION:
+        version = profile.get("version") if isinstance(profile, Mapping) else profile
+        raise FormatError(f"capability profile version {version!r} is not {PROFILE_VERSION}")
+    target = profile.get("target") or {}
+    target_id = str(target.get("id", ""))
+    default_source = f"measured: capability profile of {target_id or 'an unnamed target'}"
+    out: dict[str, Any] = {name: {} for name in _FIGURE_MAPS}
+    out.update(target_id=target_id, kind=str(target.get("kind", "")), origin=f"profile:{target_id}")
+    if target.get("compute_units") is not None:
+        try:
+            out["compute_units"] = _check_figure(
+                "compute_units", Figure(target["compute_units"], f"{default_source}: target"))
+        except UsageError as exc:
+            raise FormatError(f"capability profile target: {exc}") from exc
+    seen: set[str] = set()
+    for entry in profile.get("ceilings") or ():
+        name = entry.get("name") if isinstance(entry, Mapping) else None
+        if not isinstance(name, str):
+            raise FormatError(f"profile ceiling without a name: {entry!r}")
+        if name in seen:
+            raise FormatError(f"profile ceiling {name!r} appears twice")
+        seen.add(name)
+        quantity, _, key = name.partition(":")
+        if quantity not in _QUANTITIES:
+            continue
+        field_name, keys = _QUANTITIES[quantity]
+        if quantity == "flops" and key.endswith(":vector"):
+            field_name, key = "vector_peak_flops", key[: -len(":vector")]
+        if (keys is None) != (key == "") or (keys is not None and key not in keys):
+            raise FormatError(f"profile ceiling {name!r}: {key!r} is not a known "
+                              f"{'key' if keys is None else ' / '.join(keys)}")
+        source = str(entry.get("source") or f"{default_source}: {name}")
+        try:
+            if quantity == "transfer":
+                bandwidth = _scaled(entry, "bandwidth", "bandwidth", entry.get("unit"))
+                latency = _scaled(entry, "latency_s", "latency", None)
+                if bandwidth is not None:
+                    out[field_name][key] = _check_figure(field_name, Figure(bandwidth, source), key)
+                if latency is not None:
+                    out["link_latency_s"][key] = _check_figure("link_latency_s", Figure(latency, source), key)
+                continue
+            value = _scaled(entry, "value", quantity, entry.get("unit"))
+            if value is None:
+                continue
+            figure = _check_figure(field_name, Figure(value, source), key)
+        except UsageError as exc:
+            raise FormatError(f"profile ceiling {name!r}: {exc}") from exc
+        if keys is None:
+            out[field_name] = figure
+        else:
+            out[field_name][key] = figure
+    return out

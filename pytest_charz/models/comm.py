@@ -1,0 +1,107 @@
+"""``alpha-beta``: transfers and collectives as latency (alpha) plus bytes over bandwidth (beta).
+
+Transfers (``work.transfers``, bytes per kind): ``alpha_kind + bytes / beta_kind`` with the link
+figures of that kind (``h2d``, ``d2h``, ``d2d``, ``peer``, ``host``).
+
+Collectives (``work.collectives``) run over the ``peer`` link, with ``n`` the buffer size in bytes
+as nccl-tests counts it (the full buffer each rank holds for all-reduce, the gathered output for
+all-gather, the input for reduce-scatter) and ``p`` ranks, bandwidth-optimal ring algorithms:
+
+=================  ============================================
+all-reduce         2 (p-1)/p * n / beta + 2 (p-1) alpha
+all-gather         (p-1)/p * n / beta + (p-1) alpha
+reduce-scatter     (p-1)/p * n / beta + (p-1) alpha
+all-to-all         (p-1)/p * n / beta + (p-1) alpha
+broadcast          n / beta + (p-1) alpha   (pipelined ring, many chunks)
+p2p                n / beta + alpha          (send/recv; ranks ignored)
+=================  ============================================
+
+A collective over one rank moves nothing and takes no time. Transfers and collectives are taken
+to run one after another (one copy queue); as a standalone model the result is the larger of that
+sum and the roofline bound, since computing and moving can overlap at best completely.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..work import Collective, Work
+from .base import Prediction, Uncovered, guarded
+from .ceilings import Ceilings
+from .roofline import predict_overlapped, roofline_terms, target_label
+
+COLLECTIVE_OPS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast", "p2p")
+_ALIASES = {
+    "allreduce": "all-reduce", "allgather": "all-gather", "reducescatter": "reduce-scatter",
+    "alltoall": "all-to-all", "bcast": "broadcast", "send": "p2p", "recv": "p2p", "sendrecv": "p2p",
+}
+
+
+def collective_name(op: str) -> str:
+    """Canonical collective name (``all_reduce``, ``allreduce`` -> ``all-reduce``)."""
+    name = op.strip().lower().replace("_", "-")
+    name = _ALIASES.get(name.replace("-", ""), name)
+    if name not in COLLECTIVE_OPS:
+        raise Uncovered(f"collective {op!r} is not one of {', '.join(COLLECTIVE_OPS)}")
+    return name
+
+
+def _link(ceilings: Ceilings, kind: str) -> tuple[float, float]:
+    """(alpha_s, beta_bytes_per_s) of a link kind."""
+    beta = ceilings.link_bandwidth(kind)
+    alpha = ceilings.link_latency(kind)
+    if beta is None or alpha is None:
+        missing = "bandwidth" if beta is None else "latency"
+        raise Uncovered(f"no {kind} link {missing} on {target_label(ceilings)}: alpha-beta needs both")
+    return alpha, beta
+
+
+def collective_time_s(op: str, n_bytes: float, ranks: int, alpha_s: float, beta_bytes_per_s: float) -> float:
+    """Seconds for one collective by the formulas in the module docstring."""
+    name = collective_name(op)
+    if not n_bytes >= 0:
+        raise Uncovered(f"collective {op!r} of {n_bytes!r} bytes")
+    if name == "p2p":
+        return alpha_s + n_bytes / beta_bytes_per_s
+    p = ranks
+    if p < 1:
+        raise Uncovered(f"collective {op!r} over {ranks!r} ranks")
+    if name == "all-reduce":
+        return 2 * (p - 1) / p * n_bytes / beta_bytes_per_s + 2 * (p - 1) * alpha_s
+    if name == "broadcast":
+        return (n_bytes / beta_bytes_per_s if p > 1 else 0.0) + (p - 1) * alpha_s
+    return (p - 1) / p * n_bytes / beta_bytes_per_s + (p - 1) * alpha_s
+
+
+def transfer_terms(work: Work, ceilings: Ceilings) -> dict[str, float]:
+    """``{"link:<kind>": alpha + bytes / beta}`` for each transfer kind in the work."""
+    terms: dict[str, float] = {}
+    for kind, n_bytes in work.transfers.items():
+        alpha, beta = _link(ceilings, kind)
+        terms[f"link:{kind}"] = alpha + n_bytes / beta
+    return terms
+
+
+def collective_terms(collectives: tuple[Collective, ...], ceilings: Ceilings) -> dict[str, float]:
+    """``{"collective:<op>": seconds}``, collectives of one op summed."""
+    terms: dict[str, float] = {}
+    if not collectives:
+        return terms
+    alpha, beta = _link(ceilings, "peer")
+    for message in collectives:
+        key = f"collective:{collective_name(message.op)}"
+        seconds = collective_time_s(message.op, message.bytes, message.ranks, alpha, beta)
+        terms[key] = terms.get(key, 0.0) + seconds
+    return terms
+
+
+@dataclass(frozen=True)
+class AlphaBeta:
+    name: str = "alpha-beta"
+
+    def predict(self, work: Work, ceilings: Ceilings) -> Prediction:
+        def build() -> Prediction:
+            terms = {**roofline_terms(work, ceilings), **transfer_terms(work, ceilings),
+                     **collective_terms(work.collectives, ceilings)}
+            return predict_overlapped(self.name, terms, "transfers, collectives, FLOPs or DRAM bytes")
+
+        return guarded(self.name, build)

@@ -1,0 +1,175 @@
+"""Markdown rendering of a capability profile (and the text tables the CLI prints)."""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+from .units import format_bandwidth, format_bytes, format_flops, format_time
+
+_FORMATS: dict[str, Callable[[float], str]] = {
+    "FLOP/s": format_flops,
+    "B/s": format_bandwidth,
+    "B": format_bytes,
+    "s": format_time,
+    "x": lambda value: f"{value:.3g}x",
+}
+
+
+def format_value(value: float | None, unit: str) -> str:
+    """A ceiling's value in human units (``-`` when unknown)."""
+    if value is None:
+        return "-"
+    return _FORMATS.get(unit, lambda v: f"{v:.4g} {unit}")(value)
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], markdown: bool = True) -> str:
+    """A Markdown pipe table, or aligned plain text (tabulate's when installed) for a terminal."""
+    if markdown:
+        lines = ["| " + " | ".join(_cell(h) for h in headers) + " |",
+                 "|" + "|".join("---" for _ in headers) + "|"]
+        lines.extend("| " + " | ".join(_cell(c) for c in row) + " |" for row in rows)
+        return "\n".join(lines)
+    try:
+        from tabulate import tabulate
+
+        return str(tabulate([list(map(str, r)) for r in rows], headers=list(headers), tablefmt="simple",
+                            disable_numparse=True))
+    except ImportError:
+        widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
+        return "\n".join("  ".join(str(x).ljust(w) for x, w in zip(r, widths)) for r in [headers, *rows])
+
+
+def _conditions_text(conditions: Mapping[str, Any]) -> str:
+    parts = []
+    steal = conditions.get("max_steal_fraction")
+    if steal:
+        parts.append(f"steal<={100 * steal:.1f}%")
+    if conditions.get("other_load_seen"):
+        parts.append("other load")
+    if conditions.get("throttle_reasons"):
+        parts.append("throttled: " + ",".join(conditions["throttle_reasons"]))
+    change = conditions.get("max_cpu_freq_change")
+    if change is not None and change > 0.05:
+        parts.append(f"clock change {100 * change:.0f}%")
+    if not conditions.get("clocks_readable", True):
+        parts.append("clocks unread")
+    return "; ".join(parts) or "clean"
+
+
+def ceiling_rows(profile: Mapping[str, Any], with_evidence: bool = True) -> tuple[list[str], list[list[str]]]:
+    """Headers and rows of the ceilings table: measured, spec, % of spec, evidence, caveats."""
+    headers = ["ceiling", "measured", "spec", "% of spec"]
+    if with_evidence:
+        headers += ["evidence", "caveats"]
+    rows = []
+    for ceiling in profile.get("ceilings") or ():
+        unit = ceiling.get("unit", "")
+        measured = format_value(ceiling.get("value"), unit)
+        if ceiling.get("latency_s") is not None:
+            measured += f" + {format_time(ceiling['latency_s'])} latency"
+        fraction = ceiling.get("fraction_of_spec")
+        row = [ceiling["name"], measured, format_value(ceiling.get("spec"), unit),
+               f"{100 * fraction:.1f}%" if fraction is not None else "-"]
+        if with_evidence:
+            evidence = ceiling.get("evidence") or {}
+            cases = evidence.get("cases") or []
+            fit = ceiling.get("fit")
+            text = (f"{len(cases)} case(s), {evidence.get('samples', 0)} samples"
+                    + (f" (-{evidence['discarded']})" if evidence.get("discarded") else "")
+                    + (f", fit r2={fit['r2']:.3f}" if fit else "")
+                    + f"; {_conditions_text(evidence.get('conditions') or {})}")
+            row += [text, "; ".join(ceiling.get("caveats") or []) or "-"]
+        rows.append(row)
+    return headers, rows
+
+
+def _curve_tables(curves: Mapping[str, Any]) -> list[str]:
+    out: list[str] = []
+
+    def section(title: str, headers: list[str], rows: list[list[Any]]) -> None:
+        if rows:
+            out.extend([f"### {title}", "", render_table(headers, rows), ""])
+
+    for key, title in (("bandwidth", "Bandwidth vs working set (read)"), ("copy", "Copy bandwidth vs working set"),
+                       ("latency", "Latency staircase (pointer chase)")):
+        curve = curves.get(key)
+        if not curve:
+            continue
+        unit = curve.get("unit", "B/s")
+        section(title, ["run", "working set", "measured", "case"],
+                [[p.get("run", 0), format_bytes(p["working_set_bytes"]), format_value(p["value"], unit), p["case"]]
+                 for p in curve.get("points", [])])
+        section(f"{title}: detected boundaries", ["run", "level", "capacity", "between", "before", "after"],
+                [[b.get("run", 0), b["level"], format_bytes(b["capacity_bytes"]),
+                  f"{format_bytes(b['lower_size_bytes'])} .. {format_bytes(b['upper_size_bytes'])}",
+                  format_value(b["value_before"], unit), format_value(b["value_after"], unit)]
+                 for b in curve.get("boundaries", [])])
+    if curves.get("flops"):
+        section("Compute (FMA and GEMM)", ["run", "op", "dtype", "shape", "achieved", "FLOP/byte", "case"],
+                [[p.get("run", 0), p["op"], p["dtype"], ",".join(f"{k}={v}" for k, v in (p.get("shape") or {}).items()),
+                  format_flops(p["flop_per_s"]),
+                  f"{p['intensity_flop_per_byte']:.3g}" if p.get("intensity_flop_per_byte") else "-", p["case"]]
+                 for p in curves["flops"]["points"]])
+    if curves.get("stream"):
+        section("STREAM", ["run", "kernel", "threads", "working set", "bandwidth", "counted", "case"],
+                [[p.get("run", 0), p.get("kernel"), p.get("threads"), format_bytes(p["working_set_bytes"] or 0),
+                  format_bandwidth(p["bytes_per_s"]), "yes" if p.get("counted") else "no", p["case"]]
+                 for p in curves["stream"]["points"]])
+    for kind, points in ((curves.get("transfer") or {}).get("points") or {}).items():
+        section(f"Transfers: {kind}", ["run", "bytes", "time", "bandwidth", "pinned", "case"],
+                [[p.get("run", 0), format_bytes(p["bytes"]), format_time(p["time_s"]),
+                  format_bandwidth(p["bytes"] / p["time_s"]), "yes" if p.get("pinned") else "no", p["case"]]
+                 for p in points])
+    if curves.get("overhead"):
+        section("Launch, dispatch and wake-up overheads", ["run", "op", "kind", "per op", "case"],
+                [[p.get("run", 0), p["op"], p.get("kind") or "-", format_time(p["time_s"]), p["case"]]
+                 for p in curves["overhead"]["points"]])
+    if curves.get("contention"):
+        section("Contention", ["run", "pair", "aggressor", "alone", "contended", "slowdown"],
+                [[p.get("run", 0), p["pair"], p.get("aggressor") or "-", format_time(p["alone_s"]),
+                  format_time(p["contended_s"]), f"{p['slowdown']:.3g}x"]
+                 for p in curves["contention"].get("pairs", [])])
+    return out
+
+
+def summary_lines(profile: Mapping[str, Any]) -> list[str]:
+    """Target, runs and provenance as Markdown bullet lines."""
+    target = profile.get("target") or {}
+    prov = profile.get("provenance") or {}
+    device = prov.get("device") or {}
+    lines = [f"- **target**: `{target.get('id')}` ({target.get('name')}, {target.get('kind')}; spec from {target.get('origin') or '-'})"]
+    for run in profile.get("runs") or ():
+        lines.append(f"- **run** `{run['path']}`: created {run.get('created')}, {run.get('status')}, {run.get('cases')} cases")
+    lines.append(f"- **hosts**: {', '.join(prov.get('hosts') or []) or '-'}; **os**: {prov.get('os') or '-'}; "
+                 f"**cpu**: {prov.get('cpu') or '-'}; **python**: {prov.get('python') or '-'}")
+    lines.append(f"- **device**: {device.get('name') or '-'} ({device.get('backend') or '-'})"
+                 + "".join(f"; {k} {v}" for k, v in (device.get("versions") or {}).items()))
+    git = prov.get("suite_git")
+    if git:
+        lines.append(f"- **suite git**: {git if isinstance(git, str) else ', '.join(f'{k}={v}' for k, v in git.items())}")
+    libraries = prov.get("libraries") or {}
+    if libraries:
+        lines.append("- **libraries**: " + ", ".join(f"{k} {v}" for k, v in sorted(libraries.items())))
+    if prov.get("differs"):
+        lines.append(f"- **differs between runs**: {', '.join(prov['differs'])}")
+    return lines
+
+
+def render_markdown(profile: Mapping[str, Any]) -> str:
+    """The whole profile as a Markdown document."""
+    target = profile.get("target") or {}
+    out = [f"# Capability profile: {target.get('name') or target.get('id')}", "", *summary_lines(profile), ""]
+    if profile.get("caveats"):
+        out += ["## Caveats", "", *[f"- {c}" for c in profile["caveats"]], ""]
+    headers, rows = ceiling_rows(profile)
+    out += ["## Ceilings", "", render_table(headers, rows) if rows else "No ceiling could be read from these runs.", ""]
+    sources = [(c["name"], c["spec_source"]) for c in profile.get("ceilings") or () if c.get("spec_source")]
+    if sources:
+        out += ["Spec figures:", "", *[f"- {name}: {source}" for name, source in sources], ""]
+    curve_lines = _curve_tables(profile.get("curves") or {})
+    if curve_lines:
+        out += ["## Curves", "", *curve_lines]
+    return "\n".join(out).rstrip() + "\n"

@@ -1,0 +1,150 @@
+"""Level detection, latency staircases and alpha-beta fits on synthetic curves of known parameters."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_charz.errors import UsageError
+from pytest_charz.profile_fit import detect_levels, fit_alpha_beta
+
+KIB = 1024
+MIB = 1024 * KIB
+CAPACITIES = [48 * KIB, 2 * MIB, 32 * MIB]
+
+
+def staircase(sizes: np.ndarray, capacities: list[float], levels: list[float], width: float = 0.12) -> np.ndarray:
+    """Levels joined by smooth steps (logistic in log size) that start at each capacity."""
+    log_y = np.full(sizes.shape, math.log(levels[0]))
+    for capacity, (before, after) in zip(capacities, zip(levels, levels[1:])):
+        weight = 1 / (1 + np.exp(-(np.log(sizes) - math.log(capacity) - 0.3) / width))
+        log_y += weight * (math.log(after) - math.log(before))
+    return np.exp(log_y)
+
+
+def within_factor(found: float, expected: float, factor: float = 2.0) -> bool:
+    return expected / factor <= found <= expected * factor
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_bandwidth_plateaus_give_capacities_within_a_factor_of_two(seed):
+    rng = np.random.default_rng(seed)
+    sizes = np.geomspace(4 * KIB, 1024 * MIB, 36)
+    levels = [400e9, 150e9, 60e9, 20e9]
+    bandwidth = staircase(sizes, CAPACITIES, levels) * np.exp(rng.normal(0, 0.04, sizes.size))
+    fit = detect_levels(sizes, bandwidth)
+    assert len(fit.boundaries) == 3
+    for boundary, capacity in zip(fit.boundaries, CAPACITIES):
+        assert within_factor(boundary.capacity_bytes, capacity)
+        assert boundary.lower_size_bytes < boundary.capacity_bytes <= boundary.upper_size_bytes
+        assert boundary.ratio < 0.8
+    for plateau, level in zip(fit.plateaus, levels):
+        assert plateau.value == pytest.approx(level, rel=0.08)
+
+
+def test_sizes_in_any_order_give_the_same_levels():
+    sizes = np.geomspace(4 * KIB, 1024 * MIB, 30)
+    bandwidth = staircase(sizes, CAPACITIES, [400e9, 150e9, 60e9, 20e9])
+    order = np.random.default_rng(5).permutation(sizes.size)
+    shuffled = detect_levels(sizes[order], bandwidth[order])
+    ordered = detect_levels(sizes, bandwidth)
+    assert [b.capacity_bytes for b in shuffled.boundaries] == pytest.approx([b.capacity_bytes for b in ordered.boundaries])
+    assert list(shuffled.sizes_bytes) == sorted(shuffled.sizes_bytes)
+
+
+def test_latency_staircase_steps_up():
+    rng = np.random.default_rng(7)
+    sizes = np.geomspace(4 * KIB, 1024 * MIB, 40)
+    latency_s = staircase(sizes, CAPACITIES, [1.2e-9, 4.5e-9, 16e-9, 95e-9]) * np.exp(rng.normal(0, 0.03, sizes.size))
+    fit = detect_levels(sizes, latency_s)
+    assert [p.value for p in fit.plateaus] == pytest.approx([1.2e-9, 4.5e-9, 16e-9, 95e-9], rel=0.06)
+    assert all(b.ratio > 1.25 for b in fit.boundaries)
+    assert all(within_factor(b.capacity_bytes, c) for b, c in zip(fit.boundaries, CAPACITIES))
+
+
+def test_one_size_per_level_still_finds_every_step():
+    sizes = np.array([16 * KIB, 256 * KIB, 4 * MIB, 64 * MIB, 512 * MIB])
+    bandwidth = np.array([400e9, 150e9, 60e9, 20e9, 20.5e9])
+    fit = detect_levels(sizes, bandwidth)
+    assert [p.value for p in fit.plateaus][:3] == pytest.approx([400e9, 150e9, 60e9])
+    # No point lies inside a step: the capacity is the geometric midpoint of the bracket.
+    assert fit.boundaries[0].capacity_bytes == pytest.approx(math.sqrt(16 * KIB * 256 * KIB))
+
+
+def test_flat_noisy_curve_has_one_level():
+    rng = np.random.default_rng(3)
+    sizes = np.geomspace(4 * KIB, 64 * MIB, 30)
+    fit = detect_levels(sizes, 100e9 * np.exp(rng.normal(0, 0.05, sizes.size)))
+    assert len(fit.plateaus) == 1 and fit.boundaries == ()
+
+
+def test_small_steps_are_not_levels():
+    sizes = np.geomspace(4 * KIB, 64 * MIB, 24)
+    bandwidth = np.where(sizes < MIB, 100e9, 90e9)     # a 10% drop: below the 20% threshold
+    assert detect_levels(sizes, bandwidth).boundaries == ()
+    assert len(detect_levels(sizes, bandwidth, min_step_ratio=1.05).boundaries) == 1
+
+
+@settings(max_examples=30, deadline=None)
+@given(capacity_log2=st.integers(min_value=14, max_value=28), ratio=st.floats(min_value=1.5, max_value=20))
+def test_one_sharp_step_is_found_near_its_capacity(capacity_log2, ratio):
+    sizes = np.geomspace(2**10, 2**32, 45)
+    capacity = 2.0**capacity_log2
+    bandwidth = np.where(sizes <= capacity, 100e9, 100e9 / ratio)
+    fit = detect_levels(sizes, bandwidth)
+    assert len(fit.boundaries) == 1
+    assert within_factor(fit.boundaries[0].capacity_bytes, capacity)
+
+
+def test_detect_levels_rejects_bad_input():
+    with pytest.raises(UsageError, match="positive"):
+        detect_levels([1.0, 2.0], [1.0, -1.0])
+    with pytest.raises(UsageError, match="equal length"):
+        detect_levels([1.0, 2.0], [1.0])
+    with pytest.raises(UsageError, match="min_step_ratio"):
+        detect_levels([1.0, 2.0], [1.0, 1.0], min_step_ratio=1.0)
+
+
+def test_alpha_beta_recovers_latency_and_bandwidth():
+    rng = np.random.default_rng(11)
+    sizes = np.geomspace(64, 1 << 30, 28)
+    times = (2.0e-6 + sizes / 25e9) * np.exp(rng.normal(0, 0.02, sizes.size))
+    fit = fit_alpha_beta(sizes, times)
+    assert fit.latency_s == pytest.approx(2.0e-6, rel=0.03)
+    assert fit.bandwidth_bytes_per_s == pytest.approx(25e9, rel=0.03)
+    assert fit.r2 > 0.99 and fit.points == 28
+    assert fit.predict_s(1e6) == pytest.approx(2.0e-6 + 1e6 / 25e9, rel=0.03)
+
+
+def test_alpha_beta_weights_small_sizes():
+    # Unweighted least squares would let the 1 GiB points swamp the microsecond ones.
+    sizes = np.array([8, 64, 512, 4096, 1 << 20, 1 << 30], dtype=float)
+    times = 5e-6 + sizes / 10e9
+    fit = fit_alpha_beta(sizes, times)
+    assert fit.latency_s == pytest.approx(5e-6, rel=1e-6)
+    assert fit.bandwidth_bytes_per_s == pytest.approx(10e9, rel=1e-6)
+    assert fit.r2 == pytest.approx(1.0)
+
+
+def test_alpha_beta_never_returns_a_negative_latency():
+    sizes = np.array([1e6, 2e6, 4e6, 8e6])
+    times = sizes / 10e9 - 1e-6          # pure bandwidth with a spurious negative offset
+    fit = fit_alpha_beta(sizes, times)
+    assert fit.latency_s == 0.0
+    assert fit.bandwidth_bytes_per_s == pytest.approx(10e9, rel=0.15)
+
+
+def test_alpha_beta_without_growth_has_no_bandwidth():
+    fit = fit_alpha_beta([1e3, 1e6, 1e9], [3e-6, 3e-6, 2.9e-6])
+    assert fit.bandwidth_bytes_per_s is None
+    assert fit.latency_s == pytest.approx(2.97e-6, rel=0.02)
+
+
+def test_alpha_beta_needs_two_sizes():
+    with pytest.raises(UsageError, match="two distinct sizes"):
+        fit_alpha_beta([1e6, 1e6], [1e-3, 1.1e-3])
+    with pytest.raises(UsageError, match="times"):
+        fit_alpha_beta([1e3, 1e6], [0.0, 1e-3])
