@@ -24,3 +24,25 @@ def add_measure_options(addoption: AddOption) -> None:
               help="a short run for smoke tests and CI: small budgets, fewer samples, quick parameter sets")
     addoption("--charz-seed", dest="charz_seed", default=0, type=int, metavar="N",
               help="seed of the random inputs of every case (default 0)")
+
+
+DEFAULT_THRESHOLD = 0.05
+
+
+def add_verdict_options(addoption: AddOption) -> None:
+    addoption("--charz-baselines", dest="charz_baselines", default=None, metavar="DIR",
+              help="baseline store directory (default: <rootdir>/baselines)")
+    addoption("--charz-accept", dest="charz_accept", default=None, metavar="REASON",
+              help="accept this run's measurements as the new references, with the reason kept in "
+                   "each case's history (e.g. 'driver 580 -> 590')")
+    addoption("--charz-no-save", dest="charz_save_new", action="store_false", default=None,
+              help="do not save references for new cases (the default saves them, except in --charz-quick)")
+    addoption("--charz-threshold", dest="charz_threshold", default=None, type=float, metavar="FRACTION",
+              help=f"drift threshold: the smallest change from the reference that is judged drift "
+                   f"(default {DEFAULT_THRESHOLD}; a case's marker may set its own)")
+    addoption("--charz-strict", dest="charz_strict", action="store_true", default=False,
+              help="fail inconclusive and explained cases too (by default only model-error and drift fail)")
+    addoption("--charz-model", dest="charz_model", default="composite", metavar="NAME",
+              help="the model that predicts each case (default composite)")
+    addoption("--charz-profile", dest="charz_profile", default=None, metavar="PATH",
+              help="a capability profile whose measured ceilings the model uses instead of the datasheet's")

@@ -7,20 +7,21 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import pytest
 
-from .options import add_measure_options
+from .options import add_measure_options, add_verdict_options
 
 if TYPE_CHECKING:
     from .session import CharzSession
 
 MARKER_HELP = (
     "charz(noise=FRACTION, mode='hot'|'cold', max_time=SECONDS, min_samples=N, warmup=SECONDS, "
-    "quick=dict(...)): per-case measurement settings"
+    "threshold=FRACTION, strict=BOOL, quick=dict(...)): per-case measurement and verdict settings"
 )
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("charz", "hardware characterization (pytest-charz)")
     add_measure_options(group.addoption)
+    add_verdict_options(group.addoption)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -28,6 +28,7 @@ class Binding:
     device: "Device"
 
 
+VERDICT_KEYS = ("threshold", "strict")
 MARKER_KEYS = {
     "noise": "noise_target",
     "mode": "mode",
@@ -51,6 +52,8 @@ class CharzSession:
         self.seed = int(config.getoption("charz_seed") or 0)
         self.quick = bool(config.getoption("charz_quick"))
         self._lock: Any = None
+        self._provenance: dict[str, Any] | None = None
+        self._judge: Any = None
 
     # -- binding -----------------------------------------------------------------------------
     def bind(self) -> Binding:
@@ -77,13 +80,33 @@ class CharzSession:
         except UsageError as exc:
             raise pytest.UsageError(f"--charz-noise / --charz-max-time: {exc}") from None
 
+    def provenance(self) -> dict[str, Any]:
+        if self._provenance is None:
+            from .measure import provenance
+
+            worker = os.environ.get("PYTEST_XDIST_WORKER")
+            self._provenance = provenance.collect(
+                str(self.config.rootpath), [sys.executable, "-m", "pytest", *self.config.invocation_params.args],
+                {"charz_seed": self.seed}, {"xdist_worker": worker} if worker else None)
+        return self._provenance
+
+    def judge(self) -> Any:
+        """The session's CaseJudge (model, baselines, calibration), made on first use."""
+        if self._judge is None:
+            from .judging import CaseJudge
+
+            binding = self.bind()
+            self._judge = CaseJudge(self.config, binding.spec,
+                                    {**self.provenance(), "device": binding.device.info.to_json()})
+        return self._judge
+
     # -- the run file ------------------------------------------------------------------------
     def _default_out(self) -> str:
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
         return os.path.join(str(self.config.rootpath), ".charz", "runs", f"run-{stamp}.json")
 
     def _start_run(self) -> "RunWriter":
-        from .measure import clock, provenance
+        from .measure import clock
         from .run import Run, RunWriter
 
         binding = self.bind()
@@ -97,9 +120,7 @@ class CharzSession:
             target={"id": binding.spec.id, "name": binding.spec.identity.name, "kind": binding.spec.identity.kind,
                     "origin": binding.spec.origin, "spec": binding.spec.to_json()},
             device=binding.device.info.to_json(),
-            provenance=provenance.collect(
-                str(self.config.rootpath), [sys.executable, "-m", "pytest", *self.config.invocation_params.args],
-                {"charz_seed": self.seed}, {"xdist_worker": worker} if worker else None),
+            provenance=self.provenance(),
             settings={**self.base_settings().to_json(), "quick": self.quick},
             created=created,
         )
@@ -165,6 +186,14 @@ def _jsonable(value: Any) -> Any:
     return str(name) if isinstance(name, str) else repr(value)
 
 
+def marker_verdict_settings(node: pytest.Item) -> dict[str, Any]:
+    """The case's verdict settings (``threshold``, ``strict``) from its ``charz`` markers."""
+    found: dict[str, Any] = {}
+    for mark in reversed(list(node.iter_markers("charz"))):
+        found.update({k: v for k, v in mark.kwargs.items() if k in VERDICT_KEYS})
+    return found
+
+
 def marker_settings(node: pytest.Item, base: "SamplerSettings", quick: bool) -> "SamplerSettings":
     """Apply the case's ``charz`` markers (closest last) to the session's settings."""
     changes: dict[str, Any] = {}
@@ -176,10 +205,12 @@ def marker_settings(node: pytest.Item, base: "SamplerSettings", quick: bool) -> 
                 if quick:
                     changes.update({MARKER_KEYS[k]: v for k, v in dict(value).items() if k in MARKER_KEYS})
                 continue
+            if key in VERDICT_KEYS:
+                continue
             if key not in MARKER_KEYS:
                 raise UsageError(
                     f"{node.nodeid}: unknown @pytest.mark.charz setting {key!r}; known: "
-                    f"{', '.join(sorted([*MARKER_KEYS, 'quick']))}")
+                    f"{', '.join(sorted([*MARKER_KEYS, *VERDICT_KEYS, 'quick']))}")
             changes[MARKER_KEYS[key]] = value
     if node.config.getoption("charz_noise") is not None:
         changes.pop("noise_target", None)     # the command line wins over the suite
@@ -221,19 +252,29 @@ class CaseContext:
             work = Work()
         if not isinstance(work, Work):
             raise UsageError(f"{self._node.nodeid}: work must be a pytest_charz.Work, got {type(work).__name__}")
-        unknown = set(settings) - set(MARKER_KEYS)
+        unknown = set(settings) - set(MARKER_KEYS) - set(VERDICT_KEYS)
         if unknown:
-            raise UsageError(f"charz.measure: unknown setting(s) {sorted(unknown)}; known: {sorted(MARKER_KEYS)}")
+            raise UsageError(f"charz.measure: unknown setting(s) {sorted(unknown)}; "
+                             f"known: {sorted([*MARKER_KEYS, *VERDICT_KEYS])}")
+        verdict_settings = {**marker_verdict_settings(self._node),
+                            **{k: v for k, v in settings.items() if k in VERDICT_KEYS}}
         sampler_settings = marker_settings(self._node, self._session.base_settings(), self.quick).updated(
-            **{MARKER_KEYS[k]: v for k, v in settings.items()})
+            **{MARKER_KEYS[k]: v for k, v in settings.items() if k in MARKER_KEYS})
         device = self.device
         with self._session.device_lock():
             before = conditions.host_snapshot(device.telemetry())
             measurement = sample(device, fn, sampler_settings)
             after = conditions.host_snapshot(device.telemetry())
         case = case_record(self._node, name, work, sampler_settings, measurement, before, after, self.target)
+        judge = self._session.judge()
+        prediction = judge.predict(work)
+        verdict = judge.judge(case, prediction, verdict_settings.get("threshold"), verdict_settings.get("strict"))
+        case["prediction"] = prediction.to_json()
+        case["verdict"] = verdict.to_json()
         self._session.record(case)
         self.results.append(case)
+        if verdict.fails:
+            pytest.fail(f"charz {verdict.outcome}: {verdict.message}", pytrace=False)
         return measurement
 
 

@@ -1,0 +1,98 @@
+"""Per-case prediction and verdict inside a pytest session: the model, the stored reference,
+the calibrated error band of the case's regime, and the store's rules."""
+from __future__ import annotations
+
+import os
+import re
+from typing import TYPE_CHECKING, Any, Mapping
+
+from .errors import UsageError
+from .options import DEFAULT_THRESHOLD
+
+if TYPE_CHECKING:
+    import pytest
+
+    from .models.base import Prediction
+    from .targets.spec import TargetSpec
+    from .verdict import Verdict
+    from .work import Work
+
+
+def store_target_key(spec: "TargetSpec") -> str:
+    """The baseline directory of a target. The host CPU is keyed by its model name, since
+    references of one CPU say nothing about another."""
+    if spec.identity.kind == "cpu" and spec.id == "cpu":
+        slug = re.sub(r"[^a-z0-9]+", "-", spec.identity.name.lower()).strip("-")
+        return f"cpu-{slug}" if slug else "cpu"
+    return spec.id
+
+
+class CaseJudge:
+    """Predicts and judges the cases of one session."""
+
+    def __init__(self, config: "pytest.Config", spec: "TargetSpec", provenance: Mapping[str, Any]) -> None:
+        from .models.api import get_model
+        from .models.ceilings import Ceilings
+        from .store import DirectoryStore
+
+        self.spec = spec
+        self.target_key = store_target_key(spec)
+        root = config.getoption("charz_baselines") or os.path.join(str(config.rootpath), "baselines")
+        self.store = DirectoryStore(root)
+        self.model = get_model(config.getoption("charz_model") or "composite")
+        ceilings = Ceilings.from_spec(spec)
+        profile_path = config.getoption("charz_profile")
+        if profile_path:
+            from .models.api import _load_profile
+
+            ceilings = Ceilings.from_profile(_load_profile(profile_path)).filled_from(ceilings)
+        self.ceilings = ceilings
+        self.calibration, self.bands = self._load_calibration(root)
+        threshold = config.getoption("charz_threshold")
+        self.threshold = DEFAULT_THRESHOLD if threshold is None else float(threshold)
+        self.strict = bool(config.getoption("charz_strict"))
+        self.accept_reason = config.getoption("charz_accept")
+        save = config.getoption("charz_save_new")
+        self.save_new = (not config.getoption("charz_quick")) if save is None else bool(save)
+        self.provenance = provenance
+
+    def _load_calibration(self, root: str) -> tuple[Any, Mapping[str, Any]]:
+        path = os.path.join(root, self.target_key, f"calibration-{self.model.name}.json")
+        if not os.path.exists(path):
+            return None, {}
+        from .models.fit import load_calibration_file
+
+        calfile = load_calibration_file(path)
+        return calfile.calibration, dict(calfile.bands)
+
+    def predict(self, work: "Work") -> "Prediction":
+        from .models.base import Uncovered
+        from .models.roofline import roofline_floor_s
+
+        prediction = self.model.predict(work, self.ceilings)
+        if self.calibration is not None and prediction.covered:
+            try:
+                floor_s = roofline_floor_s(work, self.ceilings)
+            except Uncovered:
+                floor_s = 0.0
+            prediction = self.calibration.adjust(prediction, work, floor_s)
+        return prediction
+
+    def band(self, prediction: "Prediction") -> Mapping[str, Any] | None:
+        """The validated error band of the prediction's regime; None when not validated, so
+        model error is not judged rather than judged against a band made up here."""
+        if not prediction.covered:
+            return None
+        return self.bands.get(prediction.regime)
+
+    def judge(self, case: Mapping[str, Any], prediction: "Prediction", threshold: float | None,
+              strict: bool | None) -> "Verdict":
+        from .verdict import evaluate_case
+
+        if threshold is not None and not 0 < threshold < 1:
+            raise UsageError(f"{case['nodeid']}: drift threshold must be in (0, 1), got {threshold!r}")
+        return evaluate_case(
+            case, self.store, self.target_key, prediction, self.band(prediction), self.provenance,
+            threshold=self.threshold if threshold is None else threshold,
+            strict=self.strict if strict is None else strict,
+            accept_reason=self.accept_reason, save_new=self.save_new)

@@ -1,0 +1,119 @@
+"""Verdicts end to end: a tiny suite whose cost per call (on a fake clock, with seeded noise) is
+set by the test, run several times against the same baseline store."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+SUITE = '''
+import os
+import numpy as np
+import pytest
+from pytest_charz import Work
+from pytest_charz.measure import clock
+
+@pytest.mark.charz(noise=0.005, max_time=1.0)
+def test_case(charz):
+    fake = clock.current()
+    cost_ns = float(os.environ["CHARZ_TEST_COST_NS"])
+    sigma = float(os.environ.get("CHARZ_TEST_SIGMA", "0.01"))
+    rng = np.random.default_rng(int(os.environ.get("CHARZ_TEST_SEED", "1")))
+    charz.measure(lambda: fake.advance(cost_ns * rng.lognormal(0.0, sigma)),
+                  work=Work(flops=1e6, dtype="fp64", op="fma"))
+'''
+
+
+@pytest.fixture
+def suite(pytester, fake_clock, quiet_host, monkeypatch):
+    pytester.makepyfile(test_suite=SUITE)
+
+    def run(cost_ns, *args, sigma=0.01, seed=1):
+        monkeypatch.setenv("CHARZ_TEST_COST_NS", str(cost_ns))
+        monkeypatch.setenv("CHARZ_TEST_SIGMA", str(sigma))
+        monkeypatch.setenv("CHARZ_TEST_SEED", str(seed))
+        result = pytester.runpytest("--target=cpu", "--charz-out=run.json", *args)
+        case = json.loads((pytester.path / "run.json").read_text())["cases"][0]
+        return result, case
+
+    return run
+
+
+def baseline_files(pytester):
+    return sorted((pytester.path / "baselines").rglob("*.json"))
+
+
+def test_first_run_saves_a_reference_and_the_same_cost_passes(suite, pytester):
+    result, case = suite(100_000)
+    result.assert_outcomes(passed=1)
+    assert case["verdict"]["outcome"] == "new"
+    assert "saved: new case" in case["verdict"]["message"]
+    files = baseline_files(pytester)
+    assert len(files) == 1 and files[0].parent.name.startswith("cpu-")
+    result, case = suite(100_000, seed=2)
+    result.assert_outcomes(passed=1)
+    assert case["verdict"]["outcome"] == "pass"
+    assert case["prediction"]["model"].startswith("composite")
+
+
+def test_ten_percent_more_work_is_drift_and_fails_with_the_evidence(suite):
+    suite(100_000)
+    result, case = suite(110_000, seed=2)
+    result.assert_outcomes(failed=1)
+    assert case["verdict"]["outcome"] == "drift"
+    assert case["verdict"]["ratio"] == pytest.approx(1.10, rel=0.01)
+    result.stdout.fnmatch_lines(["*charz drift*"])
+    assert "reference" in result.stdout.str()
+
+
+def test_drift_is_accepted_only_with_a_reason_kept_in_history(suite, pytester):
+    suite(100_000)
+    result, case = suite(110_000, "--charz-accept=new BLAS build", seed=2)
+    result.assert_outcomes(passed=1)
+    stored = json.loads(baseline_files(pytester)[0].read_text())
+    entry = next(iter(stored["cases"].values()))
+    assert [h["reason"] for h in entry["history"]] == ["new case", "new BLAS build"]
+    assert entry["reference"]["median_s"] == pytest.approx(110e-6, rel=0.01)
+    result, case = suite(110_000, seed=3)
+    assert case["verdict"]["outcome"] == "pass"
+
+
+def test_drift_under_interfering_load_is_explained(suite, monkeypatch):
+    suite(100_000)
+    from pytest_charz.measure import conditions
+
+    readings = iter([0.0, 5.0] * 10)
+    monkeypatch.setattr(conditions, "read_busy_processes",
+                        lambda *a, **k: ({"pid": 4242, "name": "stream-hog", "cpu_s": next(readings)},))
+    result, case = suite(110_000, seed=2)
+    result.assert_outcomes(passed=1)
+    assert case["verdict"]["outcome"] == "explained"
+    assert "other-load" in case["verdict"]["cause"] and "stream-hog" in case["verdict"]["cause"]
+
+
+def test_too_noisy_is_inconclusive_and_fails_only_when_strict(suite):
+    suite(100_000)
+    # ~100 samples of a very noisy cost: the CI of the median is far wider than the threshold
+    result, case = suite(100_000, "--charz-max-time=0.012", sigma=0.5, seed=2)
+    result.assert_outcomes(passed=1)
+    assert case["verdict"]["outcome"] == "inconclusive"
+    assert case["measurement"]["rel_ci_halfwidth"] > 0.025
+    result, case = suite(100_000, "--charz-max-time=0.012", "--charz-strict", sigma=0.5, seed=3)
+    assert case["verdict"]["outcome"] == "inconclusive"
+    result.assert_outcomes(failed=1)
+
+
+def test_a_corrupt_baseline_names_the_file_and_is_not_overwritten(suite, pytester):
+    suite(100_000)
+    path = baseline_files(pytester)[0]
+    path.write_text("{ this is not json")
+    result, _ = suite(100_000, seed=2)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*{path.name}*"])
+    assert path.read_text() == "{ this is not json"
+
+
+def test_quick_runs_do_not_save_references(suite, pytester):
+    result, case = suite(100_000, "--charz-quick")
+    assert case["verdict"]["outcome"] == "new"
+    assert baseline_files(pytester) == []
