@@ -55,6 +55,12 @@ class CharzSession:
         self._provenance: dict[str, Any] | None = None
         self._judge: Any = None
 
+    @property
+    def xdist_worker(self) -> str | None:
+        """The pytest-xdist worker id when this session is a worker (``gw0``...), else None."""
+        workerinput = getattr(self.config, "workerinput", None)
+        return str(workerinput["workerid"]) if workerinput else None
+
     # -- binding -----------------------------------------------------------------------------
     def bind(self) -> Binding:
         if self.binding is None:
@@ -84,7 +90,7 @@ class CharzSession:
         if self._provenance is None:
             from .measure import provenance
 
-            worker = os.environ.get("PYTEST_XDIST_WORKER")
+            worker = self.xdist_worker
             self._provenance = provenance.collect(
                 str(self.config.rootpath), [sys.executable, "-m", "pytest", *self.config.invocation_params.args],
                 {"charz_seed": self.seed}, {"xdist_worker": worker} if worker else None)
@@ -111,7 +117,7 @@ class CharzSession:
 
         binding = self.bind()
         path = self.config.getoption("charz_out") or self._default_out()
-        worker = os.environ.get("PYTEST_XDIST_WORKER")
+        worker = self.xdist_worker
         if worker:
             root, ext = os.path.splitext(path)
             path = f"{root}.{worker}{ext or '.json'}"
@@ -145,7 +151,7 @@ class CharzSession:
         if self.writer is None or self.writer.run.status != "running":
             return
         self.writer.finish("interrupted" if interrupted else "complete")
-        if not self.config.getoption("charz_out") and not os.environ.get("PYTEST_XDIST_WORKER") and self.out_path:
+        if not self.config.getoption("charz_out") and not self.xdist_worker and self.out_path:
             shutil.copyfile(self.out_path, os.path.join(os.path.dirname(self.out_path), "latest.json"))
 
     def close(self) -> None:
