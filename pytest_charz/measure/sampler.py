@@ -82,6 +82,7 @@ class Measurement:
     outliers: int
     timer_resolution_s: float
     notes: tuple[str, ...] = field(default=())
+    sampling_s: float = 0.0              # time in the sampling loop (after warm-up and calibration)
 
     @property
     def noise_met(self) -> bool:
@@ -112,6 +113,7 @@ class Measurement:
             "outliers": self.outliers,
             "timer_resolution_s": self.timer_resolution_s,
             "notes": list(self.notes),
+            "sampling_s": self.sampling_s,
         }
 
     @classmethod
@@ -133,6 +135,7 @@ class Measurement:
             outliers=int(data.get("outliers", 0)),
             timer_resolution_s=float(data.get("timer_resolution_s", 0.0)),
             notes=tuple(data.get("notes") or ()),
+            sampling_s=float(data.get("sampling_s", 0.0)),
         )
 
 
@@ -186,6 +189,7 @@ def sample(device: Device, fn: Callable[[], Any], settings: SamplerSettings) -> 
     elif 200 * resolution_s > settings.min_batch_s:
         notes.append("cold samples are single calls; calls shorter than 200 timer ticks are imprecise")
 
+    sampling_start_ns = clock.now_ns()
     samples: list[float] = []
     discarded: dict[str, int] = {}
     measured_s = 0.0
@@ -221,6 +225,7 @@ def sample(device: Device, fn: Callable[[], Any], settings: SamplerSettings) -> 
             break
         if elapsed_ns() >= budget_ns:
             break
+    sampling_s = (clock.now_ns() - sampling_start_ns) / 1e9
     if not samples:
         stop_reason = "all-discarded"
     med, ci, quartiles, rel, outliers = summarize(samples, settings)
@@ -241,4 +246,5 @@ def sample(device: Device, fn: Callable[[], Any], settings: SamplerSettings) -> 
         outliers=outliers,
         timer_resolution_s=resolution_s,
         notes=tuple(notes),
+        sampling_s=sampling_s,
     )

@@ -29,11 +29,17 @@ def iqr(samples: Sequence[float]) -> tuple[float, float]:
     return float(q1), float(q3)
 
 
-def _binom_cdf(k: int, n: int) -> float:
-    """P(X <= k) for X ~ Binomial(n, 1/2)."""
-    from scipy.stats import binom
+@functools.lru_cache(maxsize=256)
+def _half_binomial_cdf(n: int) -> np.ndarray:
+    """P(B <= k) for k = 0..n, B ~ Binomial(n, 1/2), exact up to float rounding.
 
-    return float(binom.cdf(k, n, 0.5))
+    Computed with numpy from log binomial coefficients (no SciPy: this runs inside the sampling
+    loop, where importing scipy.stats would cost a second).
+    """
+    j = np.arange(1, n + 1, dtype=float)
+    log_choose = np.concatenate(([0.0], np.cumsum(np.log((n - j + 1.0) / j))))
+    cdf = np.cumsum(np.exp(log_choose - n * math.log(2.0)))
+    return np.minimum(cdf, 1.0)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -48,15 +54,11 @@ def median_ci_ranks(n: int, level: float = 0.95) -> tuple[int, int] | None:
         raise ValueError(f"confidence level must be in (0, 1), got {level}")
     if n < 1:
         return None
-    from scipy.stats import binom
-
+    cdf = _half_binomial_cdf(n)
     alpha = 1.0 - level
-    # largest k with P(B <= k - 1) <= alpha / 2: then x_(k) (1-based) is the lower bound.
-    k = int(binom.ppf(alpha / 2.0, n, 0.5))
-    while k > 0 and _binom_cdf(k - 1, n) > alpha / 2.0:
-        k -= 1
-    while _binom_cdf(k, n) <= alpha / 2.0:
-        k += 1
+    # k = number of order statistics left out on each side: the largest k with
+    # P(B <= k - 1) <= alpha / 2; then x_(k) and x_(n-k+1) (1-based) bound the interval.
+    k = int(np.searchsorted(cdf, alpha / 2.0, side="right"))
     if k < 1:
         return None
     lo = k - 1            # 0-based rank of x_(k)
