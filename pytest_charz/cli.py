@@ -33,6 +33,12 @@ def _validate(args: argparse.Namespace) -> int:
     return validate_command(args)
 
 
+def _calibrate(args: argparse.Namespace) -> int:
+    from .models.fit import calibrate_command
+
+    return calibrate_command(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="charz", description="pytest-charz: targets, profiles, model validation")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -55,6 +61,18 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--calibrate-on", default=None,
                           help="glob of case ids used for calibration (the rest is held out)")
     validate.set_defaults(func=_validate)
+
+    calibrate = sub.add_parser("calibrate", help="fit a model's efficiency and error bands on run files")
+    calibrate.add_argument("runs", nargs="+", help="run files (.json) of one target")
+    calibrate.add_argument("--model", default="composite", help="model name (default: composite)")
+    calibrate.add_argument("--out", default=None,
+                           help="calibration file (default: baselines/<target-id>/calibration-<model>.json)")
+    calibrate.add_argument("--target", default=None, help="target id, when the runs are of several")
+    calibrate.add_argument("--calibrate-on", default=None,
+                           help="glob of case ids used for calibration (the rest is held out)")
+    calibrate.add_argument("--no-holdout", action="store_true",
+                           help="fit on every case (no held-out coverage is measured)")
+    calibrate.set_defaults(func=_calibrate)
     return parser
 
 

@@ -18,13 +18,23 @@ if TYPE_CHECKING:
     from .work import Work
 
 
-def store_target_key(spec: "TargetSpec") -> str:
+def target_key(target_id: str, kind: str, name: str) -> str:
     """The baseline directory of a target. The host CPU is keyed by its model name, since
     references of one CPU say nothing about another."""
-    if spec.identity.kind == "cpu" and spec.id == "cpu":
-        slug = re.sub(r"[^a-z0-9]+", "-", spec.identity.name.lower()).strip("-")
+    if kind == "cpu" and target_id == "cpu":
+        slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
         return f"cpu-{slug}" if slug else "cpu"
-    return spec.id
+    return target_id
+
+
+def store_target_key(spec: "TargetSpec") -> str:
+    return target_key(spec.id, spec.identity.kind, spec.identity.name)
+
+
+def run_target_key(run: Mapping[str, Any]) -> str:
+    """The baseline directory of the target a run file was measured on."""
+    target = run.get("target") or {}
+    return target_key(str(target.get("id", "")), str(target.get("kind", "")), str(target.get("name", "")))
 
 
 class CaseJudge:
@@ -47,7 +57,7 @@ class CaseJudge:
 
             ceilings = Ceilings.from_profile(_load_profile(profile_path)).filled_from(ceilings)
         self.ceilings = ceilings
-        self.calibration, self.bands = self._load_calibration(root)
+        self.calibration_file = self._load_calibration(root)
         threshold = config.getoption("charz_threshold")
         self.threshold = DEFAULT_THRESHOLD if threshold is None else float(threshold)
         self.strict = bool(config.getoption("charz_strict"))
@@ -56,34 +66,29 @@ class CaseJudge:
         self.save_new = (not config.getoption("charz_quick")) if save is None else bool(save)
         self.provenance = provenance
 
-    def _load_calibration(self, root: str) -> tuple[Any, Mapping[str, Any]]:
+    def _load_calibration(self, root: str) -> Any:
+        """The calibration of this model on this target (``charz calibrate`` writes it next to
+        the baselines), or None."""
         path = os.path.join(root, self.target_key, f"calibration-{self.model.name}.json")
         if not os.path.exists(path):
-            return None, {}
+            return None
         from .models.fit import load_calibration_file
 
-        calfile = load_calibration_file(path)
-        return calfile.calibration, dict(calfile.bands)
+        return load_calibration_file(path)
 
     def predict(self, work: "Work") -> "Prediction":
-        from .models.base import Uncovered
-        from .models.roofline import roofline_floor_s
-
-        prediction = self.model.predict(work, self.ceilings)
-        if self.calibration is not None and prediction.covered:
-            try:
-                floor_s = roofline_floor_s(work, self.ceilings)
-            except Uncovered:
-                floor_s = 0.0
-            prediction = self.calibration.adjust(prediction, work, floor_s)
-        return prediction
+        """The calibrated prediction when a calibration exists (its ceilings include the measured
+        figures it was fitted with), else the model on the spec's (or profile's) ceilings."""
+        if self.calibration_file is not None:
+            return self.calibration_file.predict(work)
+        return self.model.predict(work, self.ceilings)
 
     def band(self, prediction: "Prediction") -> Mapping[str, Any] | None:
         """The validated error band of the prediction's regime; None when not validated, so
         model error is not judged rather than judged against a band made up here."""
-        if not prediction.covered:
+        if not prediction.covered or self.calibration_file is None:
             return None
-        return self.bands.get(prediction.regime)
+        return self.calibration_file.bands.get(prediction.regime)
 
     def judge(self, case: Mapping[str, Any], prediction: "Prediction", threshold: float | None,
               strict: bool | None) -> "Verdict":

@@ -22,10 +22,19 @@ def fake_clock() -> Iterator[FakeClock]:
 
 @pytest.fixture
 def quiet_host(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Host snapshots without the other processes of this machine, so flags are deterministic."""
+    """Host snapshots that do not read this machine's live state (other processes, steal time,
+    clock changes), so flags and verdicts are deterministic: an idle host whose CPU counters
+    advance with the fake clock."""
+    from pytest_charz.measure import clock as clock_module
     from pytest_charz.measure import conditions
 
+    def cpu_times(stat_text=None):
+        jiffies = clock_module.now_ns() / 1e7        # 100 jiffies per second, 2 CPUs
+        return {"total": 2 * jiffies, "idle": jiffies, "steal": 0.0}
+
     monkeypatch.setattr(conditions, "read_busy_processes", lambda *a, **k: ())
+    monkeypatch.setattr(conditions, "read_cpu_times", cpu_times)
+    monkeypatch.setattr(conditions, "read_cpu_freq_mhz", lambda *a, **k: (2600.0, 2600.0))
 
 
 class FakeDevice:

@@ -54,7 +54,18 @@ _SIZE_OF_REGIME = {"compute": "flops", "memory": "bytes", "latency": "accesses",
 
 # -- reading runs ---------------------------------------------------------------------------------
 def _figure(raw: Any) -> Figure | None:
-    return Figure(float(raw["value"]), str(raw["source"])) if raw else None
+    return _required(raw) if raw else None
+
+
+def _required(raw: Any) -> Figure:
+    if not raw:
+        raise ValueError(f"a required figure is missing ({raw!r})")
+    return Figure(float(raw["value"]), str(raw["source"]))
+
+
+def _link(raw: Mapping[str, Any]) -> Link:
+    return Link(raw["name"], _required(raw["bandwidth_bytes_per_s"]), _figure(raw.get("latency_us")),
+                int(raw.get("count", 1)))
 
 
 def spec_from_json(data: Mapping[str, Any]) -> TargetSpec:
@@ -64,20 +75,18 @@ def spec_from_json(data: Mapping[str, Any]) -> TargetSpec:
         for key in ("aliases", "match_name", "pci_device_ids"):
             identity[key] = tuple(identity.get(key) or ())
         compute = data["compute"]
-        link = lambda raw: Link(raw["name"], _figure(raw["bandwidth_bytes_per_s"]),  # noqa: E731
-                                _figure(raw.get("latency_us")), int(raw.get("count", 1)))
         power = data.get("power")
         return TargetSpec(
             identity=Identity(**identity),
-            compute=Compute(_figure(compute["units"]), compute["unit_name"], _figure(compute.get("clock_base_mhz")),
+            compute=Compute(_required(compute["units"]), compute["unit_name"], _figure(compute.get("clock_base_mhz")),
                             _figure(compute.get("clock_boost_mhz")),
-                            {k: _figure(v) for k, v in compute["peak_flops"].items()},
-                            {k: _figure(v) for k, v in (compute.get("vector_peak_flops") or {}).items()}),
+                            {k: _required(v) for k, v in compute["peak_flops"].items()},
+                            {k: _required(v) for k, v in (compute.get("vector_peak_flops") or {}).items()}),
             memory=tuple(MemoryLevel(m["name"], m["label"], m["scope"], _figure(m.get("capacity_bytes")),
                                      _figure(m.get("bandwidth_bytes_per_s")), _figure(m.get("latency_ns")))
                          for m in data["memory"]),
-            host_link=link(data["host_link"]) if data.get("host_link") else None,
-            peer_links=tuple(link(raw) for raw in data.get("peer_links") or ()),
+            host_link=_link(data["host_link"]) if data.get("host_link") else None,
+            peer_links=tuple(_link(raw) for raw in data.get("peer_links") or ()),
             power=Power(_figure(power.get("tdp_w")), _figure(power.get("idle_w"))) if power else None,
             sources=dict(data.get("sources") or {}), origin=str(data.get("origin", "")),
             notes=tuple(data.get("notes") or ()),
@@ -378,7 +387,8 @@ class CalibrationFile:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "CalibrationFile":
         if not isinstance(data, Mapping) or data.get("kind") != CALIBRATION_FILE_KIND:
-            raise FormatError(f"not a charz calibration file (kind={getattr(data, 'get', dict().get)('kind')!r})")
+            kind = data.get("kind") if isinstance(data, Mapping) else type(data).__name__
+            raise FormatError(f"not a charz calibration file (kind={kind!r})")
         if data.get("version") != CALIBRATION_FILE_VERSION:
             raise FormatError(f"calibration file version {data.get('version')!r} is not supported "
                               f"(this pytest-charz reads version {CALIBRATION_FILE_VERSION})")
@@ -410,7 +420,8 @@ def band_for(calfile: CalibrationFile, regime: str) -> Mapping[str, Any] | None:
     return calfile.bands.get(regime)
 
 
-def _load(runs: Iterable[Mapping[str, Any] | str]) -> list[tuple[str, Mapping[str, Any]]]:
+def load_runs(runs: Iterable[Mapping[str, Any] | str]) -> list[tuple[str, Mapping[str, Any]]]:
+    """(path, run) pairs of run file paths (loaded) or run mappings (path from their ``path`` key)."""
     from ..run import load_run
 
     return [(item, load_run(item)) if isinstance(item, str) else (str(item.get("path", "")), item) for item in runs]
@@ -430,7 +441,7 @@ def calibrate(runs: Sequence[Mapping[str, Any] | str], model: str = "composite",
 
     if holdout not in ("alternate", None):
         raise UsageError(f"holdout must be 'alternate' or None, got {holdout!r}")
-    loaded = _load(runs)
+    loaded = load_runs(runs)
     ids = sorted({str((run.get("target") or {}).get("id")) for _, run in loaded})
     if target is None and len(ids) > 1:
         raise UsageError(f"the runs are of several targets ({', '.join(ids)}): choose one with target=")
@@ -460,7 +471,11 @@ def calibrate_command(args: Any) -> int:
     calfile = calibrate(list(args.runs), model=args.model, target=getattr(args, "target", None),
                         level=getattr(args, "level", 0.9), calibrate_on=getattr(args, "calibrate_on", None),
                         holdout=None if getattr(args, "no_holdout", False) else "alternate")
-    out = args.out or os.path.join("baselines", calfile.target, f"calibration-{calfile.model}.json")
+    from ..judging import run_target_key
+    from ..run import load_run
+
+    key = run_target_key(load_run(list(args.runs)[0]))
+    out = args.out or os.path.join("baselines", key, f"calibration-{calfile.model}.json")
     try:
         atomic_write_json(out, calfile.to_json())
     except OSError as exc:

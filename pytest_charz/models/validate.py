@@ -1,0 +1,296 @@
+"""Validation of models on measured runs: calibrate on one part, score on the rest.
+
+For each model and each target, the model is calibrated (:func:`pytest_charz.models.fit.fit`) on
+the calibration split of the target's cases and predicts the held-out split
+(:func:`~pytest_charz.models.fit.split_cases`: a glob of case ids, or every other size per op
+class). Errors are ``measured / predicted - 1``, the verdict's model error: positive when the case
+ran slower than predicted. Per model and regime (of the predicted bound) the report gives n,
+MAPE (mean absolute error), median and P90 absolute error, bias (median signed error) and the
+coverage of the prediction intervals (the regime's conformal band), listing cases outside them.
+
+Transfer: with runs of two or more targets (else two or more runs of one), the model is
+calibrated on all cases of one and predicts every case of each other. A case "stops
+transferring" when its absolute error exceeds twice the P90 absolute error of the calibrated model
+on its own calibration cases of that regime (each predicted without itself, as for the bands), or
+lies outside its interval.
+
+Validation JSON (version 1, kind ``charz-validation``) carries every scored case, so reports
+draw from it alone.
+"""
+from __future__ import annotations
+
+import datetime
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from ..errors import CharzError, UsageError
+from .api import MODELS, get_model
+from .base import REGIMES
+from .ceilings import Ceilings
+from .fit import (Fitted, Observation, ceilings_from_run, fit, load_runs, measured_ceilings, model_ceilings,
+                  observations, split_cases)
+
+VALIDATION_VERSION = 1
+VALIDATION_KIND = "charz-validation"
+SPLIT_RULE = ("every other case per op class sorted by size, starting with the smallest; the largest always "
+              "calibrates (held-out cases lie between calibrated sizes)")
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    import numpy as np
+
+    return float(np.quantile(np.asarray(values, dtype=float), q))
+
+
+def error_summary(errors: Sequence[float], inside: Sequence[bool | None]) -> dict[str, Any]:
+    """n, MAPE, median and P90 absolute error, bias (median signed error) and interval coverage.
+
+    ``errors`` are relative errors (measured / predicted - 1); ``inside`` whether each measured
+    value lay in its interval (None: no interval). Empty input gives n = 0 and None elsewhere.
+    """
+    if not errors:
+        return {"n": 0, "mape": None, "median_abs": None, "p90_abs": None, "bias": None, "coverage": None}
+    absolute = [abs(e) for e in errors]
+    judged = [flag for flag in inside if flag is not None]
+    return {"n": len(errors), "mape": sum(absolute) / len(absolute), "median_abs": _quantile(absolute, 0.5),
+            "p90_abs": _quantile(absolute, 0.9), "bias": _quantile(errors, 0.5),
+            "coverage": sum(judged) / len(judged) if judged else None}
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One case predicted by a calibrated model it was not calibrated on."""
+
+    model: str
+    case_id: str
+    target: str
+    calibrated_on: str
+    kind: str                      # "held-out" (same target) or "transfer"
+    op_class: str
+    regime: str
+    measured_s: float
+    predicted_s: float
+    interval_s: tuple[float, float]
+    limit: float | None = None     # 2 x the calibrated P90 |error| of the regime
+
+    @property
+    def error(self) -> float:
+        return self.measured_s / self.predicted_s - 1.0
+
+    @property
+    def inside(self) -> bool | None:
+        low, high = self.interval_s
+        if low == high == self.predicted_s:
+            return None
+        return low <= self.measured_s <= high
+
+    @property
+    def stops_transferring(self) -> bool:
+        return self.inside is False or (self.limit is not None and abs(self.error) > self.limit)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"model": self.model, "case": self.case_id, "target": self.target, "calibrated_on": self.calibrated_on,
+                "kind": self.kind, "op_class": self.op_class, "regime": self.regime, "measured_s": self.measured_s,
+                "predicted_s": self.predicted_s, "interval_s": list(self.interval_s), "error": self.error,
+                "inside": self.inside, "limit": self.limit}
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    """What :func:`validate` found; :meth:`to_json` is the validation file."""
+
+    created: str
+    level: float
+    split: str
+    runs: tuple[Mapping[str, Any], ...]
+    models: tuple[str, ...]
+    skipped: Mapping[str, str]
+    results: tuple[CaseResult, ...]
+    not_covered: Mapping[str, tuple[Mapping[str, str], ...]]
+    calibrations: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def held_out(self, model: str) -> list[CaseResult]:
+        return [r for r in self.results if r.model == model and r.kind == "held-out"]
+
+    def table(self, model: str) -> dict[str, dict[str, Any]]:
+        """Per regime (and ``all``) :func:`error_summary` of the model's held-out cases."""
+        rows = self.held_out(model)
+        out = {"all": error_summary([r.error for r in rows], [r.inside for r in rows])}
+        for regime in REGIMES:
+            mine = [r for r in rows if r.regime == regime]
+            if mine:
+                out[regime] = error_summary([r.error for r in mine], [r.inside for r in mine])
+        return out
+
+    def transfer_table(self) -> list[dict[str, Any]]:
+        rows = [r for r in self.results if r.kind == "transfer"]
+        keys = sorted({(r.model, r.calibrated_on, r.target, r.regime) for r in rows})
+        table = []
+        for model, source, target, regime in keys:
+            mine = [r for r in rows if (r.model, r.calibrated_on, r.target, r.regime) == (model, source, target, regime)]
+            table.append({"model": model, "calibrated_on": source, "tested_on": target, "regime": regime,
+                          **error_summary([r.error for r in mine], [r.inside for r in mine])})
+        return table
+
+    def stops_transferring(self, model: str) -> list[CaseResult]:
+        found = [r for r in self.results if r.model == model and r.stops_transferring]
+        return sorted(found, key=lambda r: (-abs(r.error), r.case_id))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": VALIDATION_VERSION, "kind": VALIDATION_KIND, "created": self.created, "level": self.level,
+            "error": "measured / predicted - 1", "split": self.split, "runs": [dict(r) for r in self.runs],
+            "models": list(self.models), "skipped": dict(self.skipped),
+            "tables": {m: self.table(m) for m in self.models},
+            "outside_interval": {m: [r.to_json() for r in self.held_out(m) if r.inside is False] for m in self.models},
+            "not_covered": {m: [dict(x) for x in self.not_covered.get(m, ())] for m in self.models},
+            "transfer": self.transfer_table(),
+            "stops_transferring": {m: [r.to_json() for r in self.stops_transferring(m)] for m in self.models},
+            "calibrations": {m: dict(c) for m, c in self.calibrations.items()},
+            "cases": [r.to_json() for r in self.results],
+        }
+
+
+def _calibrated_p90(fitted: Fitted) -> dict[str, float]:
+    """Per regime, the P90 |error| of the calibrated model on its calibration cases, each predicted
+    without itself (the leave-one-out residuals the bands come from)."""
+    return {regime: _quantile([abs(math.exp(r) - 1.0) for r in values], 0.9)
+            for regime, values in fitted.residuals.items() if values}
+
+
+def _score(fitted: Fitted, cases: Sequence[Observation], p90: Mapping[str, float], *, kind: str, target: str,
+           calibrated_on: str, not_covered: list[dict[str, str]]) -> list[CaseResult]:
+    results = []
+    for case in cases:
+        prediction = fitted.predict(case.work)
+        if not prediction.covered:
+            not_covered.append({"case": case.case_id, "target": target, "reason": prediction.reason})
+            continue
+        limit = 2.0 * p90[prediction.regime] if prediction.regime in p90 else None
+        results.append(CaseResult(fitted.model.name, case.case_id, target, calibrated_on, kind, case.op_class,
+                                  prediction.regime, case.measured_s, prediction.time_s, prediction.interval_s, limit))
+    return results
+
+
+def validate(runs: Sequence[Mapping[str, Any] | str], models: Sequence[str] | None = None,
+             calibrate_on: str | None = None, level: float = 0.9) -> ValidationReport:
+    """Calibrate each model on part of each target's cases and score it on the rest and across runs.
+
+    ``runs`` are run file paths or loaded runs; ``models`` registry names (default: all of
+    :data:`MODELS`; one that covers no case is listed in ``skipped`` with the reason);
+    ``calibrate_on`` a glob of case ids that calibrate (default: the alternate-size split).
+    """
+    loaded = load_runs(runs)
+    if not loaded:
+        raise UsageError("validate needs at least one run")
+    names = list(models) if models else list(MODELS)
+    for name in names:
+        get_model(name)
+    by_target: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+    for path, run in loaded:
+        by_target.setdefault(str((run.get("target") or {}).get("id")), []).append((path, run))
+    prepared = {}
+    for target, members in by_target.items():
+        cases = observations([run for _, run in members])
+        prepared[target] = (cases, *split_cases(cases, calibrate_on), ceilings_from_run(members[0][1]))
+    # transfer groups: targets when there are several, else runs
+    if len(by_target) >= 2:
+        groups = [(t, prepared[t][0], prepared[t][3]) for t in by_target]
+    elif len(loaded) >= 2:
+        groups = [(f"{path or 'run'}#{i}", observations([run]), ceilings_from_run(run))
+                  for i, (path, run) in enumerate(loaded)]
+    else:
+        groups = []
+
+    results: list[CaseResult] = []
+    not_covered: dict[str, list[dict[str, str]]] = {}
+    skipped: dict[str, str] = {}
+    calibrations: dict[str, dict[str, Any]] = {}
+    for name in names:
+        model = get_model(name)
+        reasons: list[str] = []
+        missing = not_covered.setdefault(name, [])
+        for target, (_, fit_cases, held, spec) in prepared.items():
+            try:
+                fitted = fit(model, fit_cases, spec, level)
+            except UsageError as exc:
+                reasons.append(f"{target}: {exc}")
+                continue
+            calibrations.setdefault(name, {})[target] = {
+                "fitted_on": [c.case_id for c in fit_cases], "held_out": [c.case_id for c in held],
+                "bands": {r: dict(b) for r, b in fitted.bands.items()},
+                "ceilings_filled": _filled(fitted.ceilings)}
+            results += _score(fitted, held, _calibrated_p90(fitted), kind="held-out", target=target,
+                              calibrated_on=target, not_covered=missing)
+        for source, source_cases, source_spec in groups:
+            try:
+                fitted = fit(model, source_cases, source_spec, level)
+            except UsageError:
+                continue
+            p90 = _calibrated_p90(fitted)
+            for other, other_cases, other_spec in groups:
+                if other == source:
+                    continue
+                moved = Fitted(model, model_ceilings(name, other_spec, measured_ceilings(source_cases, other_spec)),
+                               fitted.calibration, fitted.bands)
+                results += _score(moved, other_cases, p90, kind="transfer", target=other, calibrated_on=source,
+                                  not_covered=[])
+        if not any(r.model == name for r in results):
+            first = missing[0]["reason"] if missing else "; ".join(reasons) or "no case to score"
+            skipped[name] = first
+    kept = tuple(n for n in names if n not in skipped)
+    return ValidationReport(
+        created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), level=level,
+        split=f"case ids matching {calibrate_on!r} calibrate" if calibrate_on else SPLIT_RULE,
+        runs=tuple({"path": path, "target": (run.get("target") or {}).get("id"), "created": run.get("created"),
+                    "cases": len(run.get("cases") or ())} for path, run in loaded),
+        models=kept, skipped=skipped, results=tuple(results),
+        not_covered={n: tuple(not_covered.get(n, ())) for n in kept}, calibrations=calibrations)
+
+
+def _filled(ceilings: Ceilings) -> list[str]:
+    """Names of the figures measured on calibration cases (not from the spec)."""
+    data = ceilings.to_json()
+    names = []
+    for key, value in data.items():
+        if isinstance(value, Mapping) and "source" in value and "calibration case" in str(value["source"]):
+            names.append(key)
+        elif isinstance(value, Mapping):
+            names += [f"{key}:{k}" for k, f in value.items()
+                      if isinstance(f, Mapping) and "calibration case" in str(f.get("source"))]
+    return names
+
+
+def validate_command(args: Any) -> int:
+    """``charz validate RUN... [-o DIR] [--models A,B] [--calibrate-on GLOB]``."""
+    from ..errors import MissingExtraError
+    from ..report.markdown import render_table
+    from ..report.validation import render_html, render_markdown, summary_rows
+    from ..run import atomic_write_json
+
+    models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
+    report = validate(list(args.runs), models=models, calibrate_on=args.calibrate_on).to_json()
+    out_dir = args.out_dir or os.path.dirname(os.path.abspath(args.runs[0]))
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        atomic_write_json(os.path.join(out_dir, "validation.json"), report)
+        with open(os.path.join(out_dir, "validation.md"), "w", encoding="utf-8") as handle:
+            handle.write(render_markdown(report))
+        try:
+            page = render_html(report)
+        except MissingExtraError as exc:
+            page = render_html(report, plots=False)
+            print(f"charz: plots left out of validation.html: {exc}")
+        with open(os.path.join(out_dir, "validation.html"), "w", encoding="utf-8") as handle:
+            handle.write(page)
+    except OSError as exc:
+        raise CharzError(f"cannot write the validation report in {out_dir!r}: {exc}") from exc
+    headers, rows = summary_rows(report)
+    print(f"held-out error by model and regime ({report['split']}):")
+    print(render_table(headers, rows, markdown=False))
+    for model, reason in report["skipped"].items():
+        print(f"skipped {model}: {reason}")
+    print(f"validation report: {os.path.join(out_dir, 'validation.html')} (.json, .md)")
+    return 0
