@@ -97,6 +97,34 @@ def test_cpufreq_maximum_wins_over_cpu_mhz() -> None:
     assert "cpuinfo_max_freq" in spec.compute.peak_flops["fp64"].source
 
 
+def test_a_measured_clock_above_the_nominal_one_is_used_and_said() -> None:
+    spec = derive_host_spec(recorded_texts(measured_clock_mhz=3848.0))
+    assert spec.peak("fp64") == pytest.approx(2 * 8 * 2 * 2 * 3.848e9)
+    assert "measured: dependent-add chain" in spec.compute.peak_flops["fp64"].source
+    assert "2600 MHz" in spec.compute.clock_boost_mhz.source  # type: ignore[union-attr]
+    # a probe slower than the nominal clock (a busy machine) does not lower the peak
+    slow = derive_host_spec(recorded_texts(measured_clock_mhz=2000.0))
+    assert slow.peak("fp64") == pytest.approx(2 * 8 * 2 * 2 * GHZ * 1e9)
+    # cpufreq's maximum, where readable, wins over the probe
+    both = derive_host_spec(recorded_texts(measured_clock_mhz=3848.0, cpufreq_max_khz="3500000"))
+    assert both.compute.clock_boost_mhz.value == pytest.approx(3500.0)  # type: ignore[union-attr]
+
+
+def test_the_clock_override_wins_and_a_bad_one_is_a_usage_error() -> None:
+    spec = derive_host_spec(recorded_texts(measured_clock_mhz=3848.0, clock_override_mhz="3000"))
+    assert spec.peak("fp64") == pytest.approx(2 * 8 * 2 * 2 * 3.0e9)
+    assert "CHARZ_CPU_MHZ=3000" in spec.compute.peak_flops["fp64"].source
+    with pytest.raises(UsageError, match="CHARZ_CPU_MHZ"):
+        derive_host_spec(recorded_texts(clock_override_mhz="fast"))
+
+
+def test_the_clock_probe_measures_a_plausible_clock() -> None:
+    from pytest_charz.kernels.clock_probe import measure_core_clock_mhz
+
+    # one add per cycle: any real core is between 0.5 and 7 GHz, however busy the machine is
+    assert 500.0 < measure_core_clock_mhz(adds=2_000_000, repeats=5) < 7000.0
+
+
 def test_the_fma_override_is_used_and_named() -> None:
     one = derive_host_spec(recorded_texts(), fma_units_override="1")
     assert one.peak("fp64") == pytest.approx(2 * 8 * 2 * 1 * GHZ * 1e9)

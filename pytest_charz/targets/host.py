@@ -23,6 +23,7 @@ from ..errors import UsageError
 from .spec import Compute, Figure, Identity, MemoryLevel, TargetSpec
 
 FMA_UNITS_ENV = "CHARZ_CPU_FMA_UNITS"
+CLOCK_ENV = "CHARZ_CPU_MHZ"
 # Intel AMX TMUL throughput per core and cycle: 1024 BF16 FLOP and 2048 INT8 OP.
 AMX_BF16_FLOP_PER_CYCLE = 1024
 AMX_INT8_OP_PER_CYCLE = 2048
@@ -48,6 +49,8 @@ class HostTexts:
     platform_name: str = ""      # fallback model name where /proc/cpuinfo has none
     cpu_count: int = 0           # fallback logical CPU count
     machine: str = ""            # platform.machine(): "x86_64", "aarch64"...
+    measured_clock_mhz: float | None = None   # from kernels.clock_probe, where it could run
+    clock_override_mhz: str = ""              # CHARZ_CPU_MHZ
 
 
 @dataclass(frozen=True)
@@ -222,8 +225,24 @@ def derive_host_spec(texts: HostTexts, fma_units_override: str | None = None) ->
 
     clock: Figure | None = None
     max_khz = texts.cpufreq_max_khz.strip()
-    if max_khz.isdigit() and int(max_khz) > 0:
+    if texts.clock_override_mhz.strip():
+        try:
+            override = float(texts.clock_override_mhz)
+        except ValueError:
+            override = 0.0
+        if not override > 0:
+            raise UsageError(f"{CLOCK_ENV} must be a positive number of MHz, got {texts.clock_override_mhz!r}")
+        clock = Figure(override, f"{CLOCK_ENV}={texts.clock_override_mhz.strip()} (set by the user)")
+    elif max_khz.isdigit() and int(max_khz) > 0:
         clock = Figure(int(max_khz) / 1000.0, "sysfs cpufreq cpuinfo_max_freq")
+    elif texts.measured_clock_mhz and texts.measured_clock_mhz > (info.max_mhz or 0.0):
+        # Virtual machines have no cpufreq and report the nominal clock as 'cpu MHz'; the cores
+        # run faster (turbo). Wide-vector code may run below this scalar clock (AVX-512
+        # frequency licences), which the measured FMA peak then shows.
+        nominal = f"{info.max_mhz:.0f} MHz" if info.max_mhz else "nothing"
+        clock = Figure(round(texts.measured_clock_mhz, 1),
+                       f"measured: dependent-add chain at one add per cycle, best of 5 (no cpufreq "
+                       f"maximum readable; /proc/cpuinfo 'cpu MHz' says {nominal})")
     elif info.max_mhz:
         clock = Figure(info.max_mhz, "/proc/cpuinfo 'cpu MHz' (clock at detection, highest over "
                                      "processors; no cpufreq maximum readable)")
@@ -307,14 +326,27 @@ def read_host_texts(root: str | Path = "/") -> HostTexts:
         cache_indexes=tuple(indexes),
         cpufreq_max_khz=_read(cpu0 / "cpufreq/cpuinfo_max_freq").strip(),
         platform_name=platform.processor(), cpu_count=os.cpu_count() or 1,
-        machine=platform.machine())
+        machine=platform.machine(), measured_clock_mhz=_measured_clock_mhz(),
+        clock_override_mhz=os.environ.get(CLOCK_ENV, ""))
+
+
+def _measured_clock_mhz() -> float | None:
+    """The core clock from the clock probe, or None where it cannot be built or run."""
+    from ..errors import CharzError
+    from ..kernels.clock_probe import measure_core_clock_mhz
+
+    try:
+        return measure_core_clock_mhz()
+    except (CharzError, OSError):
+        return None
 
 
 @functools.lru_cache(maxsize=4)
-def _cached_host_spec(fma_units_override: str | None) -> TargetSpec:
+def _cached_host_spec(fma_units_override: str | None, clock_override: str | None) -> TargetSpec:
     return derive_host_spec(read_host_texts(), fma_units_override)
 
 
 def host_spec() -> TargetSpec:
-    """This machine's CPU spec (``id`` ``cpu``), honouring ``CHARZ_CPU_FMA_UNITS``."""
-    return _cached_host_spec(os.environ.get(FMA_UNITS_ENV))
+    """This machine's CPU spec (``id`` ``cpu``), honouring ``CHARZ_CPU_FMA_UNITS`` and
+    ``CHARZ_CPU_MHZ``."""
+    return _cached_host_spec(os.environ.get(FMA_UNITS_ENV), os.environ.get(CLOCK_ENV))
