@@ -24,8 +24,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_verdict_options(group.addoption)
 
 
+class XdistHooks:
+    """On the pytest-xdist controller: give every worker the same run path, and merge their
+    run files at the end."""
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        from .session import session_for
+
+        node.workerinput["charz_run_path"] = session_for(node.config).run_path()
+
+
+def _is_xdist_controller(config: pytest.Config) -> bool:
+    return (config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput")
+            and bool(getattr(config.option, "numprocesses", None) or getattr(config.option, "tx", None)))
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
+    if _is_xdist_controller(config):
+        config.pluginmanager.register(XdistHooks(), "charz-xdist")
     config.addinivalue_line("markers", "charz_slow: a long case, left out of --charz-quick runs")
     # Fail before collection: an unknown or absent target, or a run file that cannot be written,
     # is a usage error (exit code 4), not a test failure.
@@ -65,14 +83,35 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from .session import SESSION_KEY
 
+    interrupted = bool(session.shouldstop) or exitstatus == pytest.ExitCode.INTERRUPTED
+    if session.config.pluginmanager.has_plugin("charz-xdist"):
+        from .session import session_for
+
+        merged = session_for(session.config).merge_workers(interrupted)
+        if merged:
+            session.config.stash[MERGED_KEY] = merged
+        return
     charz_session = session.config.stash.get(SESSION_KEY, None)
     if charz_session is not None:
-        charz_session.finish(interrupted=bool(session.shouldstop) or exitstatus == pytest.ExitCode.INTERRUPTED)
+        charz_session.finish(interrupted=interrupted)
+
+
+MERGED_KEY = pytest.StashKey[str]()
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     from .session import SESSION_KEY
 
+    merged = config.stash.get(MERGED_KEY, None)
+    if merged is not None:
+        from .report.terminal import summary_lines
+        from .run import load_run
+
+        terminalreporter.section("charz: measurements (all workers)")
+        for line in summary_lines(load_run(merged)):
+            terminalreporter.write_line(line)
+        terminalreporter.write_line(f"run file: {merged}")
+        return
     charz_session = config.stash.get(SESSION_KEY, None)
     if charz_session is None or not charz_session.measured:
         return

@@ -164,6 +164,31 @@ def load_journal(path: str) -> dict[str, Any]:
     return {**header, "status": "interrupted", "cases": cases}
 
 
+def merge_runs(path: str, interrupted: bool = False) -> bool:
+    """Merge the run files of pytest-xdist workers (``<root>.gw0.json``, ...) into ``path``.
+
+    Cases are kept in node-id order; the workers' files are removed once the merged file is
+    written. Returns False when there are no worker files."""
+    import glob
+
+    root, ext = os.path.splitext(path)
+    pattern = f"{glob.escape(root)}.gw*{ext or '.json'}"
+    parts = sorted(p for p in glob.glob(pattern) if not p.endswith(".partial.jsonl"))
+    journals = sorted(glob.glob(pattern + ".partial.jsonl"))
+    runs = [load_run(p) for p in parts] + [load_journal(j) for j in journals]
+    if not runs:
+        return False
+    first = runs[0]
+    cases = sorted((c for run in runs for c in run["cases"]), key=lambda c: c["id"])
+    status = "interrupted" if interrupted or any(r["status"] != "complete" for r in runs) else "complete"
+    provenance = {**first["provenance"], "xdist_workers": [r["provenance"].get("xdist_worker") for r in runs]}
+    merged = {**first, "status": status, "provenance": provenance, "cases": cases}
+    atomic_write_json(path, merged)
+    for leftover in parts + journals:
+        os.unlink(leftover)
+    return True
+
+
 def cases_by_id(runs: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
     """Group the cases of several runs by case id (node id plus measure label)."""
     grouped: dict[str, list[Mapping[str, Any]]] = {}

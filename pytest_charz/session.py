@@ -54,6 +54,7 @@ class CharzSession:
         self._lock: Any = None
         self._provenance: dict[str, Any] | None = None
         self._judge: Any = None
+        self._run_path: str | None = None
 
     @property
     def xdist_worker(self) -> str | None:
@@ -107,20 +108,27 @@ class CharzSession:
         return self._judge
 
     # -- the run file ------------------------------------------------------------------------
-    def _default_out(self) -> str:
-        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        return os.path.join(str(self.config.rootpath), ".charz", "runs", f"run-{stamp}.json")
+    def run_path(self) -> str:
+        """Where this session's run goes: --charz-out, else a time-stamped file under .charz/runs.
+        pytest-xdist workers get the controller's choice (see plugin.XdistHooks)."""
+        workerinput = getattr(self.config, "workerinput", None)
+        if workerinput and workerinput.get("charz_run_path"):
+            return str(workerinput["charz_run_path"])
+        if self._run_path is None:
+            stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+            self._run_path = self.config.getoption("charz_out") or os.path.join(
+                str(self.config.rootpath), ".charz", "runs", f"run-{stamp}.json")
+        return self._run_path
 
     def _start_run(self) -> "RunWriter":
         from .measure import clock
         from .run import Run, RunWriter
 
         binding = self.bind()
-        path = self.config.getoption("charz_out") or self._default_out()
+        path = self.run_path()
         worker = self.xdist_worker
         if worker:
-            root, ext = os.path.splitext(path)
-            path = f"{root}.{worker}{ext or '.json'}"
+            path = worker_run_path(path, worker)
         created = datetime.datetime.fromtimestamp(clock.wall_time(), datetime.timezone.utc).isoformat()
         run = Run(
             target={"id": binding.spec.id, "name": binding.spec.identity.name, "kind": binding.spec.identity.kind,
@@ -151,8 +159,22 @@ class CharzSession:
         if self.writer is None or self.writer.run.status != "running":
             return
         self.writer.finish("interrupted" if interrupted else "complete")
-        if not self.config.getoption("charz_out") and not self.xdist_worker and self.out_path:
-            shutil.copyfile(self.out_path, os.path.join(os.path.dirname(self.out_path), "latest.json"))
+        if not self.xdist_worker and self.out_path:
+            self.copy_to_latest(self.out_path)
+
+    def copy_to_latest(self, path: str) -> None:
+        if not self.config.getoption("charz_out"):
+            shutil.copyfile(path, os.path.join(os.path.dirname(path), "latest.json"))
+
+    def merge_workers(self, interrupted: bool) -> str | None:
+        """On the pytest-xdist controller: merge the workers' run files into one run file."""
+        from .run import merge_runs
+
+        path = self.run_path()
+        merged = merge_runs(path, interrupted)
+        if merged:
+            self.copy_to_latest(path)
+        return path if merged else None
 
     def close(self) -> None:
         if self.binding is not None:
@@ -171,6 +193,11 @@ class CharzSession:
 
 
 SESSION_KEY = pytest.StashKey[CharzSession]()
+
+
+def worker_run_path(path: str, worker: str) -> str:
+    root, ext = os.path.splitext(path)
+    return f"{root}.{worker}{ext or '.json'}"
 
 
 def session_for(config: pytest.Config) -> CharzSession:

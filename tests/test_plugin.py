@@ -205,3 +205,29 @@ def test_default_run_file_goes_to_dot_charz_with_latest(suite):
     latest = json.loads((runs / "latest.json").read_text())
     assert len(latest["cases"]) == 2
     assert len([p for p in runs.iterdir() if p.name.startswith("run-")]) == 1
+
+
+def test_xdist_workers_take_turns_on_the_device_and_their_runs_are_merged(pytester, tmp_path, monkeypatch):
+    # Real processes (xdist workers cannot share this process's fake clock): each case sleeps
+    # a little under the device lock; the merged run holds every case once.
+    monkeypatch.setenv("CHARZ_LOCK_DIR", str(tmp_path))
+    pytester.makepyfile(test_parallel='''
+        import time
+        import pytest
+        from pytest_charz import Work
+
+        @pytest.mark.parametrize("i", range(4))
+        def test_case(charz, i):
+            charz.measure(lambda: time.sleep(0.0002), work=Work(flops=1.0), max_time=0.05)
+    ''')
+    result = pytester.runpytest_subprocess("-n", "2", "--target=cpu", "--charz-out=run.json", "--charz-no-save")
+    result.assert_outcomes(passed=4)
+    run = run_file(pytester)
+    assert sorted(c["params"]["i"] for c in run["cases"]) == [0, 1, 2, 3]
+    assert sorted(run["provenance"]["xdist_workers"]) == ["gw0", "gw1"]
+    assert not list(pytester.path.glob("run.gw*"))
+    result.stdout.fnmatch_lines(["*charz: measurements (all workers)*", "run file: *run.json"])
+    # the measurement windows of the two workers never overlap
+    windows = sorted((c["conditions"]["before"]["wall_time"], c["conditions"]["after"]["wall_time"])
+                     for c in run["cases"])
+    assert all(earlier[1] <= later[0] for earlier, later in zip(windows, windows[1:]))
