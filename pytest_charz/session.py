@@ -219,24 +219,35 @@ def _jsonable(value: Any) -> Any:
     return str(name) if isinstance(name, str) else repr(value)
 
 
+def _charz_marks(node: pytest.Item) -> list[Any]:
+    """The case's ``charz`` marks, farthest first: module, class, function, then the marks of
+    its ``pytest.param(...)`` (the most specific, so they win over the function's)."""
+    callspec = getattr(node, "callspec", None)
+    param_marks = [m for m in (callspec.marks if callspec is not None else []) if m.name == "charz"]
+    others = [m for m in node.iter_markers("charz") if not any(m is p for p in param_marks)]
+    return [*reversed(others), *param_marks]
+
+
 def marker_verdict_settings(node: pytest.Item) -> dict[str, Any]:
     """The case's verdict settings (``threshold``, ``strict``) from its ``charz`` markers."""
     found: dict[str, Any] = {}
-    for mark in reversed(list(node.iter_markers("charz"))):
+    for mark in _charz_marks(node):
         found.update({k: v for k, v in mark.kwargs.items() if k in VERDICT_KEYS})
     return found
 
 
 def marker_settings(node: pytest.Item, base: "SamplerSettings", quick: bool) -> "SamplerSettings":
-    """Apply the case's ``charz`` markers (closest last) to the session's settings."""
+    """Apply the case's ``charz`` markers (most specific last) to the session's settings; in
+    quick runs the markers' ``quick={...}`` settings then apply on top."""
     changes: dict[str, Any] = {}
-    for mark in reversed(list(node.iter_markers("charz"))):
+    quick_changes: dict[str, Any] = {}
+    for mark in _charz_marks(node):
         if mark.args:
             raise UsageError(f"{node.nodeid}: @pytest.mark.charz takes keyword arguments only, got {mark.args!r}")
         for key, value in mark.kwargs.items():
             if key == "quick":
                 if quick:
-                    changes.update({MARKER_KEYS[k]: v for k, v in dict(value).items() if k in MARKER_KEYS})
+                    quick_changes.update({MARKER_KEYS[k]: v for k, v in dict(value).items() if k in MARKER_KEYS})
                 continue
             if key in VERDICT_KEYS:
                 continue
@@ -245,6 +256,7 @@ def marker_settings(node: pytest.Item, base: "SamplerSettings", quick: bool) -> 
                     f"{node.nodeid}: unknown @pytest.mark.charz setting {key!r}; known: "
                     f"{', '.join(sorted([*MARKER_KEYS, *VERDICT_KEYS, 'quick']))}")
             changes[MARKER_KEYS[key]] = value
+    changes.update(quick_changes)
     if node.config.getoption("charz_noise") is not None:
         changes.pop("noise_target", None)     # the command line wins over the suite
     if node.config.getoption("charz_max_time") is not None:

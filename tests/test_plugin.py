@@ -231,3 +231,21 @@ def test_xdist_workers_take_turns_on_the_device_and_their_runs_are_merged(pytest
     windows = sorted((c["conditions"]["before"]["wall_time"], c["conditions"]["after"]["wall_time"])
                      for c in run["cases"])
     assert all(earlier[1] <= later[0] for earlier, later in zip(windows, windows[1:]))
+
+
+def test_a_parameter_marker_wins_over_the_function_marker(pytester, fake_clock, quiet_host):
+    pytester.makepyfile(test_marks='''
+        import pytest
+        from pytest_charz import Work
+        from pytest_charz.measure import clock
+
+        @pytest.mark.charz(max_time=0.5, noise=0.02)
+        @pytest.mark.parametrize("n", [1, pytest.param(2, marks=pytest.mark.charz(max_time=0.25))])
+        def test_sizes(charz, n):
+            fake = clock.current()
+            charz.measure(lambda: fake.advance(1000 * n), work=Work(flops=1.0))
+    ''')
+    pytester.runpytest("--target=cpu", "--charz-out=run.json", "--charz-no-save").assert_outcomes(passed=2)
+    settings = {c["params"]["n"]: c["settings"] for c in run_file(pytester)["cases"]}
+    assert settings[1]["max_time_s"] == 0.5 and settings[2]["max_time_s"] == 0.25
+    assert settings[2]["noise_target"] == 0.02

@@ -1,0 +1,123 @@
+"""Movement: copies over sizes, for the alpha-beta fit (latency + size / bandwidth) per kind.
+
+CPU-only host: the C library's ``memcpy`` on one thread, as a program's own copies run, from
+4 KiB to 1 GiB (capped by available memory), kind ``host``: small copies give the per-call cost,
+large ones one core's copy bandwidth (the all-core copy bandwidth is STREAM copy's, in
+``test_memory``). One thread also keeps the fit clean: a team of threads would add its wake-up,
+and on a loaded machine a preempted worker, to every small copy.
+Transfers count each byte once (``Work.transfers``); the memory traffic is twice that (read and
+write), three times where stores allocate lines.
+
+GPU (cuda, rocm): host-to-device and device-to-host copies from pageable and from pinned host
+memory, and device-to-device copies, through ``Tensor.copy_`` on the device's stream (pinned
+copies are asynchronous, the events bracket them). Pageable copies go through the driver's
+staging buffers and are synchronous to the host. The profile fits pinned transfers per kind.
+
+Every case checks that the destination holds the source, on random data from the case's seed
+(a random block of a little over 1 MiB repeated: the odd period shows shifted copies).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from _sizes import GIB, KIB, QUICK_MAX_BYTES, format_bytes_id, not_this_backend, plan_for
+from pytest_charz import Work
+
+MAX_COPY_BYTES = 1 * GIB
+PATTERN_BYTES = (1 << 20) + 7
+GPU_KINDS = (("h2d", False), ("h2d", True), ("d2h", False), ("d2h", True), ("d2d", False))
+
+
+def copy_sizes(cap_bytes: int) -> list[int]:
+    """4 KiB, 16 KiB, ... (x4) up to 1 GiB or ``cap_bytes``."""
+    sizes, size = [], 4 * KIB
+    while size <= min(MAX_COPY_BYTES, cap_bytes):
+        sizes.append(size)
+        size *= 4
+    return sizes
+
+
+def in_quick_copies(size_bytes: int) -> bool:
+    """Quick runs keep every 16x step from 4 KiB (4 KiB, 64 KiB, 1 MiB, ...) up to 64 MiB on the
+    host; the GPU's quick set goes one step further, to 256 MiB, where bandwidth dominates."""
+    return size_bytes <= QUICK_MAX_BYTES and round(math.log2(size_bytes / (4 * KIB))) % 4 == 0
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    plan = plan_for(metafunc.config)
+    if "host_copy_bytes" in metafunc.fixturenames:
+        if plan.backend == "cpu":
+            cases = [pytest.param(size, id=format_bytes_id(size),
+                                  marks=[] if in_quick_copies(size) else [pytest.mark.charz_slow])
+                     for size in copy_sizes(plan.cap_bytes)]
+        else:
+            cases = not_this_backend(f"a host memcpy case; the bound device is {plan.backend}, see test_transfer_gpu")
+        metafunc.parametrize("host_copy_bytes", cases)
+    if "gpu_transfer" in metafunc.fixturenames:
+        if plan.backend in ("cuda", "rocm"):
+            cases = []
+            for kind, pinned in GPU_KINDS:
+                for size in copy_sizes(plan.cap_bytes):
+                    quick = in_quick_copies(size) or size == 4 * QUICK_MAX_BYTES
+                    memory = "pinned" if pinned else ("pageable" if kind != "d2d" else "device")
+                    cases.append(pytest.param((kind, pinned, size), id=f"{kind}-{memory}-{format_bytes_id(size)}",
+                                              marks=[] if quick else [pytest.mark.charz_slow]))
+        else:
+            cases = not_this_backend(f"a GPU transfer case; the bound device is {plan.backend}")
+        metafunc.parametrize("gpu_transfer", cases)
+
+
+def random_bytes(rng: np.random.Generator, nbytes: int) -> np.ndarray:
+    """``nbytes`` random bytes: a random block of ``PATTERN_BYTES`` repeated."""
+    block = rng.integers(0, 256, min(nbytes, PATTERN_BYTES), dtype=np.uint8)
+    return np.resize(block, nbytes)
+
+
+@pytest.mark.charz(noise=0.02, max_time=0.4, quick={"max_time": 0.12})
+def test_memcpy_cpu(charz: Any, device: Any, host_copy_bytes: int) -> None:
+    from pytest_charz.kernels import cpu
+
+    nbytes = host_copy_bytes
+    threads = 1
+    src = cpu.aligned_empty(nbytes, np.uint8)
+    src[:] = random_bytes(charz.rng, nbytes)
+    dst = cpu.aligned_empty(nbytes, np.uint8)
+    dst[:] = 0
+    cpu.memcpy(dst, src, threads=threads)
+    assert np.array_equal(dst, src)
+    work = Work(transfers={"host": float(nbytes)}, op="transfer",
+                shape={"bytes": nbytes, "kind": "host", "pinned": False, "threads": threads})
+    charz.measure(lambda: cpu.memcpy(dst, src, threads=threads), work=work)
+
+
+@pytest.mark.charz(noise=0.02, max_time=0.5, quick={"max_time": 0.12})
+def test_transfer_gpu(charz: Any, device: Any, gpu_torch: Any, torch_device: Any,
+                      gpu_transfer: tuple[str, bool, int]) -> None:
+    torch = gpu_torch
+    kind, pinned, nbytes = gpu_transfer
+    data = torch.from_numpy(random_bytes(charz.rng, nbytes))
+    with device.on_stream():
+        host_src = torch.empty(nbytes, dtype=torch.uint8, pin_memory=pinned)
+        host_src.copy_(data)
+        if kind == "h2d":
+            src, dst = host_src, torch.empty(nbytes, dtype=torch.uint8, device=torch_device)
+        elif kind == "d2h":
+            src = host_src.to(torch_device)
+            dst = torch.empty(nbytes, dtype=torch.uint8, pin_memory=pinned)
+        else:
+            src = host_src.to(torch_device)
+            dst = torch.empty(nbytes, dtype=torch.uint8, device=torch_device)
+
+        def run() -> None:
+            dst.copy_(src, non_blocking=pinned)
+
+        run()
+    device.synchronize()
+    assert torch.equal(dst.cpu(), data), f"{kind} copy of {nbytes} bytes does not match its source"
+    work = Work(transfers={kind: float(nbytes)}, op="transfer",
+                shape={"bytes": nbytes, "kind": kind, "pinned": pinned})
+    charz.measure(run, work=work)

@@ -1,0 +1,178 @@
+"""Runtime overheads: what it costs to start work, as opposed to doing it.
+
+CPU. ``dispatch``: one framework op on a one-element operand (``numpy.add`` and, when PyTorch is
+installed, ``torch.add``), the fixed cost below which no op of that framework goes. ``wakeup``:
+an empty OpenMP parallel region on every core (``kernels.cpu.fork_join``), the cost of waking a
+team and joining it, paid by every parallel kernel call; with OMP_WAIT_POLICY unset the workers
+spin a while between regions, so back-to-back regions measure a warm team.
+
+GPU. ``launch``: the empty kernel (cuda: a raw CuPy kernel) launched back to back, in batches of
+``LAUNCHES_PER_CALL`` (the time per launch is the launch throughput: whichever of the host's
+submission and the device's execution is slower), and launched then waited for (launch plus
+completion round trip). Graph replay: ``GRAPH_KERNELS`` kernels captured once in a
+``torch.cuda.CUDAGraph`` and replayed, the per-kernel cost graphs leave; on cuda the captured
+kernels are the empty kernel, and on cuda and rocm a second graph holds one-element PyTorch adds
+(the same op as the GPU ``dispatch`` case, so the two compare). GPU times come from events on
+the device's stream.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from _sizes import not_this_backend, plan_for
+from pytest_charz import Work
+
+FORK_JOIN_REGIONS = 1000
+LAUNCHES_PER_CALL = 100
+GRAPH_KERNELS = 100
+DISPATCH_KINDS = ("numpy-add", "torch-add")
+GPU_LAUNCH_KINDS = ("empty-kernel", "empty-kernel-sync", "graph-empty-kernel", "graph-torch-add", "torch-add")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    plan = plan_for(metafunc.config)
+    if "dispatch_kind" in metafunc.fixturenames:
+        cases = ([pytest.param(kind, id=kind) for kind in DISPATCH_KINDS] if plan.backend == "cpu"
+                 else not_this_backend(f"host framework dispatch; the bound device is {plan.backend}, see test_launch_gpu"))
+        metafunc.parametrize("dispatch_kind", cases)
+    if "launch_kind" in metafunc.fixturenames:
+        cases = ([pytest.param(kind, id=kind) for kind in GPU_LAUNCH_KINDS] if plan.backend in ("cuda", "rocm")
+                 else not_this_backend(f"GPU kernel launches; the bound device is {plan.backend}"))
+        metafunc.parametrize("launch_kind", cases)
+
+
+# ---------------------------------------------------------------- CPU
+
+
+@pytest.mark.charz(noise=0.02, max_time=0.5, quick={"max_time": 0.12})
+def test_dispatch_cpu(charz: Any, device: Any, dispatch_kind: str) -> None:
+    x, y = charz.rng.uniform(1.0, 2.0, 1), charz.rng.uniform(1.0, 2.0, 1)
+    if dispatch_kind == "numpy-add":
+        out = np.empty(1)
+
+        def run() -> None:
+            np.add(x, y, out=out)
+
+        run()
+        result = float(out[0])
+    else:
+        torch = pytest.importorskip("torch", reason="the torch-add dispatch case needs PyTorch")
+        tx, ty, tout = torch.from_numpy(x.copy()), torch.from_numpy(y.copy()), torch.empty(1, dtype=torch.float64)
+
+        def run() -> None:
+            torch.add(tx, ty, out=tout)
+
+        run()
+        result = float(tout[0])
+    assert result == pytest.approx(float(x[0] + y[0]), rel=1e-15)
+    work = Work(launches=1, op="dispatch", shape={"kind": dispatch_kind, "elements": 1})
+    charz.measure(run, work=work)
+
+
+@pytest.mark.charz(noise=0.02, max_time=0.5, quick={"max_time": 0.12})
+def test_fork_join_cpu(charz: Any, device: Any, size_plan: Any) -> None:
+    if device.backend != "cpu":
+        pytest.skip(f"OpenMP fork/join on the host; the bound device is {device.backend}")
+    from pytest_charz.kernels import cpu
+
+    threads = size_plan.threads
+    if threads < 2:
+        pytest.skip("this process may run on one CPU only: there is no team to wake")
+    if not cpu.kernel_build().openmp:
+        pytest.skip("the CPU kernels were built without OpenMP (the compiler rejected -fopenmp)")
+    assert cpu.fork_join(FORK_JOIN_REGIONS, threads=threads) == FORK_JOIN_REGIONS
+    work = Work(launches=FORK_JOIN_REGIONS, op="wakeup",
+                shape={"kind": "openmp-fork-join", "threads": threads, "regions": FORK_JOIN_REGIONS})
+    charz.measure(lambda: cpu.fork_join(FORK_JOIN_REGIONS, threads=threads), work=work)
+
+
+# ---------------------------------------------------------------- GPU
+
+
+def _capture_graph(torch: Any, torch_device: Any, body: Any) -> Any:
+    """A ``torch.cuda.CUDAGraph`` of what ``body(stream)`` launches on a capture stream."""
+    stream = torch.cuda.Stream(device=torch_device)
+    stream.wait_stream(torch.cuda.current_stream(torch_device))
+    with torch.cuda.stream(stream):
+        body(stream)                  # warm-up outside capture, as PyTorch asks
+    torch.cuda.current_stream(torch_device).wait_stream(stream)
+    torch.cuda.synchronize(torch_device)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        body(stream)
+    torch.cuda.synchronize(torch_device)
+    return graph
+
+
+@pytest.mark.charz(noise=0.02, max_time=0.5, quick={"max_time": 0.15})
+def test_launch_gpu(charz: Any, device: Any, gpu_torch: Any, torch_device: Any, launch_kind: str) -> None:
+    torch = gpu_torch
+    raw = launch_kind in ("empty-kernel", "empty-kernel-sync", "graph-empty-kernel")
+    if raw and device.backend != "cuda":
+        pytest.skip(f"the empty kernel is a CuPy raw kernel of the cuda backend; the bound device is {device.backend}")
+    kernels: Any = device.kernels() if raw else None
+    start = float(charz.rng.uniform(1.0, 2.0))
+    with device.on_stream():
+        counter = torch.full((1,), start, dtype=torch.float64, device=torch_device)
+    device.synchronize()
+
+    if launch_kind == "empty-kernel":
+        launches, op = LAUNCHES_PER_CALL, "launch"
+
+        def run() -> None:
+            for _ in range(LAUNCHES_PER_CALL):
+                kernels.empty()
+    elif launch_kind == "empty-kernel-sync":
+        launches, op = 1, "launch"
+
+        def run() -> None:
+            kernels.empty()
+            device.stream.synchronize()
+    elif launch_kind == "graph-empty-kernel":
+        import cupy as cp
+
+        launches, op = GRAPH_KERNELS, "launch"
+
+        def launch_empties(stream: Any) -> None:
+            with cp.cuda.ExternalStream(stream.cuda_stream, device.index):
+                for _ in range(GRAPH_KERNELS):
+                    kernels.empty()
+
+        try:
+            graph = _capture_graph(torch, torch_device, launch_empties)
+        except Exception as exc:  # capture of another library's launches is not supported here
+            pytest.skip(f"capturing CuPy kernel launches in a torch.cuda.CUDAGraph failed: {exc}")
+        run = graph.replay
+    elif launch_kind == "graph-torch-add":
+        launches, op = GRAPH_KERNELS, "launch"
+
+        def add_ones(stream: Any) -> None:
+            for _ in range(GRAPH_KERNELS):
+                counter.add_(1.0)
+
+        graph = _capture_graph(torch, torch_device, add_ones)
+        counter.fill_(start)
+        graph.replay()
+        torch.cuda.synchronize(torch_device)
+        assert float(counter.item()) == pytest.approx(start + GRAPH_KERNELS, rel=1e-15)
+        run = graph.replay
+    else:  # torch-add: one PyTorch op, dispatched and launched
+        launches, op = 1, "dispatch"
+
+        def run() -> None:
+            counter.add_(1.0)
+
+        counter.fill_(start)
+        with device.on_stream():
+            run()
+        device.synchronize()
+        assert float(counter.item()) == pytest.approx(start + 1.0, rel=1e-15)
+    if raw:
+        with device.on_stream():
+            run()
+        device.synchronize()          # the launches complete without error before timing
+    work = Work(launches=launches, op=op, shape={"kind": launch_kind, "kernels_per_call": launches})
+    charz.measure(run, work=work)
