@@ -97,6 +97,12 @@ def _combine(name: str, found: list[tuple[int, CaseFigures]], run_count: int, ki
         caveats.append(f"measured in {len(found)} of {run_count} runs")
     if run_count == 1:
         caveats.append("single run")
+    if name.startswith("capacity:") and value and first.spec and not 0.5 <= value / first.spec <= 2.0:
+        caveats.append(f"differs from the spec's {first.spec / 2**20:.4g} MiB by more than 2x: the spec's "
+                       "figure may not be what one core sees (a cache shared, partitioned by sub-NUMA "
+                       "clustering, or a virtual machine's view of the host)")
+    elif name.startswith(("flops:", "gemm:")) and value and first.spec and value > 1.05 * first.spec:
+        caveats.append("above the spec's peak: the peak was derived at a lower clock than the cores ran at")
     ceiling: dict[str, Any] = {"name": name, "value": value, "unit": first.unit, "spec": first.spec,
                                "spec_source": first.spec_source,
                                "fraction_of_spec": value / first.spec if value is not None and first.spec else None}

@@ -65,6 +65,10 @@ class SpecView:
     def level(self, name: str, key: str, scale: float = 1.0) -> tuple[float | None, str | None]:
         return self._figure((self.levels.get(name) or {}).get(key), scale)
 
+    def per_unit(self, name: str) -> bool:
+        """Whether the level is private to one core / SM / CU (scope ``unit``)."""
+        return str((self.levels.get(name) or {}).get("scope") or "") == "unit"
+
     def cache_levels(self) -> list[tuple[str, float | None]]:
         """Cache level names in order of size, with capacity in bytes where the spec has one."""
         caches = [(name, self.level(name, "capacity_bytes")[0]) for name in self.levels if name != "dram"]
@@ -238,7 +242,13 @@ def _stream(cases: list[Case], spec: SpecView) -> tuple[list[CaseFigures], dict[
     return [figure], {"points": points, "threads": threads}
 
 
-def _level_names(fit: Any, spec: SpecView) -> list[str | None]:
+def _capacity(boundary_bytes: float, level: str, spec: SpecView, threads: int) -> float:
+    """A level's capacity from a boundary of a curve measured with ``threads`` threads, each
+    working on its own share: a level private to each core holds one share."""
+    return boundary_bytes / threads if spec.per_unit(level) else boundary_bytes
+
+
+def _level_names(fit: Any, spec: SpecView, threads: int = 1) -> list[str | None]:
     """Memory level of each plateau, in order of size.
 
     With the spec's cache capacities, the plateau before each boundary takes the cache level
@@ -256,7 +266,8 @@ def _level_names(fit: Any, spec: SpecView) -> list[str | None]:
             if not remaining:
                 names.append(None)
                 continue
-            nearest = min(remaining, key=lambda item: abs(math.log(boundary.capacity_bytes / item[1])))
+            nearest = min(remaining, key=lambda item: abs(math.log(
+                _capacity(boundary.capacity_bytes, item[0], spec, threads) / item[1])))
             names.append(nearest[0])
             remaining = remaining[remaining.index(nearest) + 1 :]
         llc = spec.llc_bytes() or 0.0
@@ -271,8 +282,10 @@ def _level_names(fit: Any, spec: SpecView) -> list[str | None]:
 
 
 def _levels(cases: list[Case], value_of: Callable[[Case], float], quantity: str, unit: str, spec_key: str,
-            spec_scale: float, spec: SpecView, source_note: str) -> tuple[list[CaseFigures], list[CaseFigures], dict[str, Any]]:
-    """Level figures (``quantity:<level>``) and capacities (``capacity:<level>``) from one curve."""
+            spec_scale: float, spec: SpecView, source_note: str,
+            threads: int = 1) -> tuple[list[CaseFigures], list[CaseFigures], dict[str, Any]]:
+    """Level figures (``quantity:<level>``) and capacities (``capacity:<level>``) from one curve
+    measured with ``threads`` threads sharing each working set."""
     cases = sorted(cases, key=lambda c: _working_set(c) or 0.0)
     sizes = [_working_set(c) or 0.0 for c in cases]
     values = [value_of(c) for c in cases]
@@ -283,7 +296,7 @@ def _levels(cases: list[Case], value_of: Callable[[Case], float], quantity: str,
     noises = [(c.get("measurement") or {}).get("rel_ci_halfwidth") for c in cases]
     known = [float(n) for n in noises if isinstance(n, (int, float))]
     fit = detect_levels(sizes, values, noise=statistics.median(known) if known else None)
-    names = _level_names(fit, spec)
+    names = _level_names(fit, spec, threads)
     levels, capacities = [], []
     for i, (plateau, name) in enumerate(zip(fit.plateaus, names)):
         curve["plateaus"].append({"level": name, "first_size_bytes": plateau.first_size_bytes,
@@ -298,10 +311,13 @@ def _levels(cases: list[Case], value_of: Callable[[Case], float], quantity: str,
             boundary = fit.boundaries[i]
             span = cases[plateau.first_index : fit.plateaus[i + 1].last_index + 1]
             cap, cap_source = spec.level(name, "capacity_bytes")
+            per_core = threads > 1 and spec.per_unit(name)
+            share = f" per core (the working set over {threads} threads)" if per_core else ""
             capacities.append(CaseFigures(
-                f"capacity:{name}", boundary.capacity_bytes, "B", span, None, cap, cap_source,
-                [f"from the {quantity} curve: between {format_bytes(boundary.lower_size_bytes)} and "
-                 f"{format_bytes(boundary.upper_size_bytes)}{source_note}"]))
+                f"capacity:{name}", _capacity(boundary.capacity_bytes, name, spec, threads), "B", span, None, cap,
+                cap_source,
+                [f"from the {quantity} curve: total working set between {format_bytes(boundary.lower_size_bytes)} "
+                 f"and {format_bytes(boundary.upper_size_bytes)}{share}{source_note}"]))
             curve["boundaries"].append({"level": name, "capacity_bytes": boundary.capacity_bytes,
                                         "lower_size_bytes": boundary.lower_size_bytes,
                                         "upper_size_bytes": boundary.upper_size_bytes,
@@ -436,7 +452,8 @@ def find_ceilings(run: Mapping[str, Any]) -> tuple[list[CaseFigures], dict[str, 
             continue
         group, threads = _bandwidth_group([c for c in by_op[op] if _working_set(c)])
         note = "" if op == "read" else " (copy cases)"
-        levels, caps, curve = _levels(group, bytes_per_s, "bandwidth", "B/s", "bandwidth_bytes_per_s", 1.0, spec, note)
+        levels, caps, curve = _levels(group, bytes_per_s, "bandwidth", "B/s", "bandwidth_bytes_per_s", 1.0, spec, note,
+                                      threads)
         curves[key] = {**curve, "threads": threads}
         if op == "copy" and by_op.get("read"):
             continue     # copies only stand in for read cases when there are none

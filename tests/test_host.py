@@ -110,6 +110,13 @@ def test_a_measured_clock_above_the_nominal_one_is_used_and_said() -> None:
     assert both.compute.clock_boost_mhz.value == pytest.approx(3500.0)  # type: ignore[union-attr]
 
 
+def test_peaks_use_the_clock_measured_with_the_fma_pipes_full() -> None:
+    spec = derive_host_spec(recorded_texts(measured_clock_mhz=3800.0, measured_vector_clock_mhz=3100.0))
+    assert spec.compute.clock_boost_mhz.value == pytest.approx(3800.0)  # type: ignore[union-attr]
+    assert spec.peak("fp64") == pytest.approx(2 * 8 * 2 * 2 * 3.1e9)
+    assert "FMA pipe(s) kept full" in spec.compute.peak_flops["fp64"].source
+
+
 def test_the_clock_override_wins_and_a_bad_one_is_a_usage_error() -> None:
     spec = derive_host_spec(recorded_texts(measured_clock_mhz=3848.0, clock_override_mhz="3000"))
     assert spec.peak("fp64") == pytest.approx(2 * 8 * 2 * 2 * 3.0e9)
@@ -123,6 +130,7 @@ def test_the_clock_probe_measures_a_plausible_clock() -> None:
 
     # one add per cycle: any real core is between 0.5 and 7 GHz, however busy the machine is
     assert 500.0 < measure_core_clock_mhz(adds=2_000_000, repeats=5) < 7000.0
+    assert 500.0 < measure_core_clock_mhz(adds=2_000_000, repeats=5, threads=2, fma_pipes=2) < 7000.0
 
 
 def test_the_fma_override_is_used_and_named() -> None:

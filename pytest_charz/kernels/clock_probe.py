@@ -16,17 +16,54 @@ from .build import load
 SOURCE = Path(__file__).with_name("clock_probe.c")
 
 
-def measure_core_clock_mhz(adds: int = 40_000_000, repeats: int = 5) -> float:
-    """Best of ``repeats`` timings of ``adds`` dependent adds, as MHz (adds per microsecond).
-
-    The best, not the median: interruptions (other processes, the hypervisor) only ever make
-    a timing longer. Raises CharzError where the probe cannot be built or has no code for this
-    processor architecture.
-    """
+def _library() -> ctypes.CDLL:
     library, _ = load(SOURCE)
     library.charz_clock_adds_per_iteration.restype = ctypes.c_int
     library.charz_clock_chain.restype = ctypes.c_uint64
     library.charz_clock_chain.argtypes = [ctypes.c_uint64, ctypes.c_uint64]
+    library.charz_clock_chain_busy.restype = ctypes.c_uint64
+    library.charz_clock_chain_busy.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int,
+                                               ctypes.POINTER(ctypes.c_double)]
+    return library
+
+
+def measure_core_clock_mhz(adds: int = 40_000_000, repeats: int = 5, threads: int = 1,
+                           fma_pipes: int = 0) -> float:
+    """Best of ``repeats`` timings of ``adds`` dependent adds, as MHz (adds per microsecond).
+
+    With ``threads`` > 1 the chain runs on that many threads at once (ctypes releases the GIL),
+    which gives the clock with that many cores busy: all-core turbo is lower than single-core
+    turbo, and an all-core peak must use the all-core clock. The slowest thread's best is
+    returned. With ``fma_pipes`` 1 or 2 the widest vector FMAs run alongside the chain, keeping
+    that many FMA pipes full: the clock then read is the one vector peak code runs at. The
+    best, not the median: interruptions (other processes, the hypervisor) only ever make a
+    timing longer. Raises CharzError where the probe cannot be built or has no code for this
+    processor architecture.
+    """
+    if threads > 1:
+        import threading
+
+        results: list[float] = []
+        errors: list[BaseException] = []
+        barrier = threading.Barrier(threads)
+
+        def one() -> None:
+            try:
+                barrier.wait()
+                results.append(measure_core_clock_mhz(adds, repeats, 1, fma_pipes))
+            except BaseException as exc:  # re-raised below, in the caller's thread
+                errors.append(exc)
+
+        workers = [threading.Thread(target=one) for _ in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        if errors:
+            raise errors[0]
+        return min(results)
+    library = _library()
+    sink = ctypes.c_double(0.0)
     per_iteration = library.charz_clock_adds_per_iteration()
     if per_iteration <= 0:
         raise CharzError("no clock probe for this processor architecture")
@@ -34,7 +71,10 @@ def measure_core_clock_mhz(adds: int = 40_000_000, repeats: int = 5) -> float:
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter_ns()
-        total = library.charz_clock_chain(iterations, 3)
+        if fma_pipes > 0:
+            total = library.charz_clock_chain_busy(iterations, 3, min(fma_pipes, 2), ctypes.byref(sink))
+        else:
+            total = library.charz_clock_chain(iterations, 3)
         elapsed = time.perf_counter_ns() - start
         if total != (3 * per_iteration * iterations) % (1 << 64):
             raise CharzError(f"the clock probe computed {total}, expected {3 * per_iteration * iterations}")

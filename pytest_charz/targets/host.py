@@ -11,6 +11,7 @@ else 128-bit) and the FMA units per core follow :func:`fma_units_per_core`. Matr
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import platform
@@ -49,7 +50,8 @@ class HostTexts:
     platform_name: str = ""      # fallback model name where /proc/cpuinfo has none
     cpu_count: int = 0           # fallback logical CPU count
     machine: str = ""            # platform.machine(): "x86_64", "aarch64"...
-    measured_clock_mhz: float | None = None   # from kernels.clock_probe, where it could run
+    measured_clock_mhz: float | None = None         # kernels.clock_probe, all cores busy
+    measured_vector_clock_mhz: float | None = None  # the same with the FMA pipes kept full
     clock_override_mhz: str = ""              # CHARZ_CPU_MHZ
 
 
@@ -224,6 +226,7 @@ def derive_host_spec(texts: HostTexts, fma_units_override: str | None = None) ->
              "cache capacities are per instance; scope 'unit' is one core, 'socket' is shared"]
 
     clock: Figure | None = None
+    peak_clock: Figure | None = None     # the clock peaks are derived at, when not `clock`
     max_khz = texts.cpufreq_max_khz.strip()
     if texts.clock_override_mhz.strip():
         try:
@@ -237,12 +240,17 @@ def derive_host_spec(texts: HostTexts, fma_units_override: str | None = None) ->
         clock = Figure(int(max_khz) / 1000.0, "sysfs cpufreq cpuinfo_max_freq")
     elif texts.measured_clock_mhz and texts.measured_clock_mhz > (info.max_mhz or 0.0):
         # Virtual machines have no cpufreq and report the nominal clock as 'cpu MHz'; the cores
-        # run faster (turbo). Wide-vector code may run below this scalar clock (AVX-512
-        # frequency licences), which the measured FMA peak then shows.
+        # run faster (turbo), and wide-vector code may run slower than scalar code (frequency
+        # licences, power limits): the peaks use the clock measured with the FMA pipes full.
         nominal = f"{info.max_mhz:.0f} MHz" if info.max_mhz else "nothing"
         clock = Figure(round(texts.measured_clock_mhz, 1),
-                       f"measured: dependent-add chain at one add per cycle, best of 5 (no cpufreq "
-                       f"maximum readable; /proc/cpuinfo 'cpu MHz' says {nominal})")
+                       f"measured: dependent-add chain at one add per cycle on every core at once, best of 5 "
+                       f"(no cpufreq maximum readable; /proc/cpuinfo 'cpu MHz' says {nominal})")
+        if texts.measured_vector_clock_mhz and texts.measured_vector_clock_mhz > (info.max_mhz or 0.0):
+            peak_clock = Figure(round(texts.measured_vector_clock_mhz, 1),
+                                f"measured: dependent-add chain with {fma_units} FMA pipe(s) kept full of "
+                                f"{width}-bit FMAs on every core, best of 5; scalar clock "
+                                f"{texts.measured_clock_mhz:.0f} MHz")
     elif info.max_mhz:
         clock = Figure(info.max_mhz, "/proc/cpuinfo 'cpu MHz' (clock at detection, highest over "
                                      "processors; no cpufreq maximum readable)")
@@ -251,8 +259,9 @@ def derive_host_spec(texts: HostTexts, fma_units_override: str | None = None) ->
     if clock is None:
         notes.append("no clock readable (no cpufreq, no 'cpu MHz'): peaks are not derived")
     else:
-        ghz = clock.value / 1000.0
-        where = clock.source.split(" (")[0]
+        at = peak_clock or clock
+        ghz = at.value / 1000.0
+        where = at.source.split(" (")[0].split("; scalar")[0]
 
         def simd(bits: int, element_bits: int, flag: str, what: str) -> Figure:
             lanes = bits // element_bits
@@ -326,24 +335,33 @@ def read_host_texts(root: str | Path = "/") -> HostTexts:
         cache_indexes=tuple(indexes),
         cpufreq_max_khz=_read(cpu0 / "cpufreq/cpuinfo_max_freq").strip(),
         platform_name=platform.processor(), cpu_count=os.cpu_count() or 1,
-        machine=platform.machine(), measured_clock_mhz=_measured_clock_mhz(),
-        clock_override_mhz=os.environ.get(CLOCK_ENV, ""))
+        machine=platform.machine(), clock_override_mhz=os.environ.get(CLOCK_ENV, ""))
 
 
-def _measured_clock_mhz() -> float | None:
-    """The core clock from the clock probe, or None where it cannot be built or run."""
+def measure_clocks(texts: HostTexts, fma_units_override: str | None = None) -> HostTexts:
+    """``texts`` with the clock probe's readings (scalar, and with the FMA pipes full), one
+    thread per physical core; unchanged where the probe cannot be built or run."""
     from ..errors import CharzError
     from ..kernels.clock_probe import measure_core_clock_mhz
 
+    info = parse_cpuinfo(texts.cpuinfo, texts.platform_name, texts.cpu_count)
+    width, _ = simd_width_bits(info.flags, texts.machine)
+    units, _ = fma_units_per_core(info, width, texts.machine, fma_units_override)
+    threads = max(1, info.physical_cores)
     try:
-        return measure_core_clock_mhz()
+        scalar = measure_core_clock_mhz(threads=threads)
+        vector = measure_core_clock_mhz(threads=threads, fma_pipes=units)
     except (CharzError, OSError):
-        return None
+        return texts
+    return dataclasses.replace(texts, measured_clock_mhz=scalar, measured_vector_clock_mhz=vector)
 
 
 @functools.lru_cache(maxsize=4)
 def _cached_host_spec(fma_units_override: str | None, clock_override: str | None) -> TargetSpec:
-    return derive_host_spec(read_host_texts(), fma_units_override)
+    texts = read_host_texts()
+    if not texts.cpufreq_max_khz and not texts.clock_override_mhz:
+        texts = measure_clocks(texts, fma_units_override)
+    return derive_host_spec(texts, fma_units_override)
 
 
 def host_spec() -> TargetSpec:
