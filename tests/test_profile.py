@@ -96,7 +96,9 @@ def synthetic_cases(fma_fp64: float = 0.9e12, noise_seed: int = 0) -> list[dict[
                                bytes_={"dram": 3.0 * size},
                                shape={"kernel": "triad", "threads": threads, "working_set_bytes": size}))
     sizes = np.geomspace(4 * KIB, 1024 * MIB, 30)
-    bandwidth = staircase(sizes, [48 * KIB, 2 * MIB, 32 * MIB], [3.6e12, 1.6e12, 0.8e12, 0.09e12])
+    # read cases run 2 threads, each on half the working set: the private L1 (48 KiB per core)
+    # ends at 96 KiB of total working set; the shared levels end where they are.
+    bandwidth = staircase(sizes, [2 * 48 * KIB, 2 * MIB, 32 * MIB], [3.6e12, 1.6e12, 0.8e12, 0.09e12])
     bandwidth *= np.exp(rng.normal(0, 0.02, sizes.size))
     latency = staircase(sizes, [48 * KIB, 2 * MIB, 32 * MIB], [1.1e-9, 4.2e-9, 16e-9, 95e-9])
     for size, rate, per_access in zip(sizes, bandwidth, latency):
@@ -216,6 +218,11 @@ def test_memory_levels_and_capacities(profile):
     assert ceiling(profile, "latency:l1")["spec"] == pytest.approx(1e-9)
     boundaries = profile["curves"]["bandwidth"]["boundaries"]
     assert [b["level"] for b in boundaries] == ["l1", "l2", "l3"]
+    # the per-core level's capacity is the total working set at its boundary over the threads
+    l1 = ceiling(profile, "capacity:l1")
+    assert l1["value"] == pytest.approx(boundaries[0]["capacity_bytes"] / 2)
+    assert any("per core" in caveat for caveat in l1["caveats"])
+    assert ceiling(profile, "capacity:l2")["value"] == pytest.approx(boundaries[1]["capacity_bytes"])
 
 
 def test_transfer_fit_uses_pinned_cases(profile):
