@@ -44,7 +44,10 @@ def conditions_summary(conditions: Mapping[str, Any]) -> dict[str, Any]:
             value = [dict(v) if isinstance(v, Mapping) else v for v in value or ()]
         summary[key] = value
     summary["governor"] = before.get("governor", conditions.get("governor"))
-    freq = _mean(before.get("cpu_freq_mhz")) if before else None
+    # The measured core clock where there is one (no cpufreq: virtual machines), else cpufreq's.
+    measured = before.get("core_clock_mhz") if before else None
+    freq = measured if isinstance(measured, (int, float)) and measured > 0 else (
+        _mean(before.get("cpu_freq_mhz")) if before else None)
     summary["cpu_freq_mhz"] = freq if freq is not None else conditions.get("cpu_freq_mhz")
     return summary
 

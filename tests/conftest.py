@@ -35,6 +35,7 @@ def quiet_host(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(conditions, "read_busy_processes", lambda *a, **k: ())
     monkeypatch.setattr(conditions, "read_cpu_times", cpu_times)
     monkeypatch.setattr(conditions, "read_cpu_freq_mhz", lambda *a, **k: (2600.0, 2600.0))
+    monkeypatch.setattr(conditions, "read_core_clock_mhz", lambda: 3000.0)
 
 
 class FakeDevice:

@@ -117,3 +117,24 @@ def test_quick_runs_do_not_save_references(suite, pytester):
     result, case = suite(100_000, "--charz-quick")
     assert case["verdict"]["outcome"] == "new"
     assert baseline_files(pytester) == []
+
+
+def test_drift_after_the_core_clock_changed_is_explained(suite, monkeypatch):
+    suite(100_000)                                   # reference measured with the core at 3000 MHz
+    from pytest_charz.measure import conditions
+
+    monkeypatch.setattr(conditions, "read_core_clock_mhz", lambda: 2700.0)
+    result, case = suite(110_000, seed=2)
+    result.assert_outcomes(passed=1)
+    assert case["verdict"]["outcome"] == "explained"
+    assert "3000 -> 2700 MHz" in case["verdict"]["cause"]
+
+
+def test_a_clock_change_during_the_case_is_flagged(suite, monkeypatch):
+    from pytest_charz.measure import conditions
+
+    readings = iter([3000.0, 3600.0] * 10)
+    monkeypatch.setattr(conditions, "read_core_clock_mhz", lambda: next(readings))
+    result, case = suite(100_000, "--charz-no-save")
+    assert "cpu-clock-changed" in case["flags"]
+    assert case["conditions"]["interval"]["cpu_freq_change"] == pytest.approx(0.2)

@@ -51,6 +51,7 @@ class Snapshot:
     governor: str | None = None
     busy_processes: tuple[Mapping[str, Any], ...] = ()   # other processes using CPU: pid, name, cpu_s
     device: DeviceTelemetry | None = None
+    core_clock_mhz: float | None = None           # measured by the clock probe where cpufreq is absent
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -61,6 +62,7 @@ class Snapshot:
             "governor": self.governor,
             "busy_processes": [dict(p) for p in self.busy_processes],
             "device": self.device.to_json() if self.device else None,
+            "core_clock_mhz": self.core_clock_mhz,
         }
 
     @classmethod
@@ -82,6 +84,7 @@ class Snapshot:
             )
             if device
             else None,
+            core_clock_mhz=data.get("core_clock_mhz"),
         )
 
 
@@ -132,6 +135,21 @@ def read_cpu_freq_mhz(cpuinfo_text: str | None = None) -> tuple[float, ...]:
     return tuple(freqs)
 
 
+def read_core_clock_mhz() -> float | None:
+    """The clock of the core this thread runs on, measured (about a millisecond), where the OS
+    gives no current frequency (virtual machines): turbo changes then still show in the
+    conditions. None where the probe cannot be built."""
+    if os.path.exists("/sys/devices/system/cpu/cpu0/cpufreq/scaling_cur_freq"):
+        return None
+    from ..errors import CharzError
+    from ..kernels.clock_probe import measure_core_clock_mhz
+
+    try:
+        return round(measure_core_clock_mhz(adds=1_000_000, repeats=3), 1)
+    except (CharzError, OSError):
+        return None
+
+
 def read_governor() -> str | None:
     text = _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
     return text.strip() if text else None
@@ -169,6 +187,7 @@ def host_snapshot(device: DeviceTelemetry | None = None) -> Snapshot:
         governor=read_governor(),
         busy_processes=read_busy_processes(),
         device=device,
+        core_clock_mhz=read_core_clock_mhz(),
     )
 
 
@@ -226,7 +245,11 @@ def compare(before: Snapshot, after: Snapshot) -> Interval:
                 flags.append("other-load")
 
     freq_change = None
-    if before.cpu_freq_mhz and after.cpu_freq_mhz:
+    if before.core_clock_mhz and after.core_clock_mhz:
+        freq_change = after.core_clock_mhz / before.core_clock_mhz - 1.0
+        if abs(freq_change) > 0.05:
+            flags.append("cpu-clock-changed")
+    elif before.cpu_freq_mhz and after.cpu_freq_mhz:
         b = sum(before.cpu_freq_mhz) / len(before.cpu_freq_mhz)
         a = sum(after.cpu_freq_mhz) / len(after.cpu_freq_mhz)
         if b > 0:
