@@ -12,6 +12,7 @@ and :func:`provenance_summary` (versions, hardware names and the suite commit).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 # Interval flags that mean the measurement itself was disturbed.
@@ -92,49 +93,83 @@ def _processes(processes: Any, limit: int = 2) -> str:
     return ", ".join(named[:limit])
 
 
-def interval_causes(interval: Mapping[str, Any]) -> list[str]:
-    """Disturbances recorded in this case's own interval, each with its figures."""
+@dataclass(frozen=True)
+class Cause:
+    """A recorded fact that moves timings: which way (``slower``, ``faster`` or ``either``) and
+    by how much at most (a relative change; None when it cannot be bounded)."""
+
+    text: str
+    direction: str = "either"
+    magnitude: float | None = None
+
+    def can_explain(self, ratio: float | None, threshold: float) -> bool:
+        """Whether a change of time by ``ratio`` (now / then) is one this cause could make: the
+        right direction, and no bigger than its magnitude plus the drift threshold."""
+        if ratio is None:
+            return True
+        if self.direction == "slower" and ratio < 1.0 or self.direction == "faster" and ratio > 1.0:
+            return False
+        return self.magnitude is None or abs(ratio - 1.0) <= self.magnitude + threshold
+
+
+def _interval_causes(interval: Mapping[str, Any]) -> list[Cause]:
     flags = set(interval.get("flags") or ())
-    causes: list[str] = []
+    causes: list[Cause] = []
     if "steal" in flags:
         steal = interval.get("steal_fraction")
-        figure = f"{steal:.1%} of CPU time" if isinstance(steal, (int, float)) else "CPU time"
-        causes.append(f"steal: {figure} stolen by the hypervisor")
+        if isinstance(steal, (int, float)) and 0 <= steal < 1:
+            causes.append(Cause(f"steal: {steal:.1%} of CPU time stolen by the hypervisor", "slower",
+                                steal / (1.0 - steal)))
+        else:
+            causes.append(Cause("steal: CPU time stolen by the hypervisor", "slower"))
     if "other-load" in flags:
         rate = interval.get("other_cpu_s_per_s")
         figure = f"{rate:.1f} CPU-s/s" if isinstance(rate, (int, float)) else "CPU time"
         who = _processes(interval.get("top_other_processes"))
-        causes.append(f"other-load: {figure} by {who}" if who else f"other-load: {figure} by other processes")
+        # Another process can take a shared resource (memory bandwidth, caches) far beyond its
+        # CPU share, so its effect is not bounded; it can only make this run slower.
+        causes.append(Cause(f"other-load: {figure} by {who}" if who else f"other-load: {figure} by other processes",
+                            "slower"))
     if "cpu-clock-changed" in flags:
         change = interval.get("cpu_freq_change")
-        figure = f" {change:+.0%}" if isinstance(change, (int, float)) else ""
-        causes.append(f"cpu-clock-changed: mean CPU clock{figure} during the case")
+        if isinstance(change, (int, float)):
+            causes.append(Cause(f"cpu-clock-changed: CPU clock {change:+.0%} during the case", "either", abs(change)))
+        else:
+            causes.append(Cause("cpu-clock-changed: CPU clock changed during the case"))
     if "throttled" in flags:
         reasons = [str(r) for r in interval.get("throttle_reasons") or ()]
-        causes.append(f"throttled: {', '.join(reasons)}" if reasons else "throttled")
+        causes.append(Cause(f"throttled: {', '.join(reasons)}" if reasons else "throttled", "slower"))
     if "device-shared" in flags:
         count = interval.get("device_processes")
         figure = f"{count} other process(es)" if isinstance(count, int) else "other processes"
-        causes.append(f"device-shared: {figure} on the device")
+        causes.append(Cause(f"device-shared: {figure} on the device", "slower"))
     return causes
 
 
-def _reference_condition_causes(now: Mapping[str, Any], reference: Mapping[str, Any]) -> list[str]:
+def interval_causes(interval: Mapping[str, Any]) -> list[str]:
+    """Disturbances recorded in this case's own interval, each with its figures."""
+    return [cause.text for cause in _interval_causes(interval)]
+
+
+def _reference_condition_causes(now: Mapping[str, Any], reference: Mapping[str, Any]) -> list[Cause]:
     """Conditions that differed between the reference's measurement and this one."""
-    causes: list[str] = []
+    causes: list[Cause] = []
     now_flags = set(now.get("flags") or ())
     for flag in DISTURBANCE_FLAGS:
         if flag in set(reference.get("flags") or ()) and flag not in now_flags:
             detail = interval_causes({**reference, "flags": [flag]})
-            causes.append(f"reference was disturbed ({detail[0]}); this run was not")
+            # a disturbed reference is slow: it explains this run being faster
+            causes.append(Cause(f"reference was disturbed ({detail[0]}); this run was not", "faster"))
     gov_then, gov_now = reference.get("governor"), now.get("governor")
     if gov_then and gov_now and gov_then != gov_now:
-        causes.append(f"cpu governor {gov_then} -> {gov_now}")
+        causes.append(Cause(f"cpu governor {gov_then} -> {gov_now}"))
     freq_then, freq_now = reference.get("cpu_freq_mhz"), now.get("cpu_freq_mhz")
-    if isinstance(freq_then, (int, float)) and isinstance(freq_now, (int, float)) and freq_then > 0:
+    if isinstance(freq_then, (int, float)) and isinstance(freq_now, (int, float)) and freq_then > 0 and freq_now > 0:
         change = freq_now / freq_then - 1.0
         if abs(change) > CPU_CLOCK_CHANGE_SUSPICIOUS:
-            causes.append(f"mean CPU clock {freq_then:.0f} -> {freq_now:.0f} MHz ({change:+.0%}) since the reference")
+            # time scales at most with 1 / clock: a slower clock explains a slower run, by that much
+            causes.append(Cause(f"mean CPU clock {freq_then:.0f} -> {freq_now:.0f} MHz ({change:+.0%}) since the reference",
+                                "slower" if change < 0 else "faster", abs(freq_then / freq_now - 1.0)))
     return causes
 
 
@@ -156,7 +191,8 @@ def version_causes(provenance: Mapping[str, Any], reference_provenance: Mapping[
 
 
 def find_cause(interval: Mapping[str, Any], reference_conditions: Mapping[str, Any] | None,
-               provenance: Mapping[str, Any], reference_provenance: Mapping[str, Any] | None) -> str | None:
+               provenance: Mapping[str, Any], reference_provenance: Mapping[str, Any] | None,
+               ratio: float | None = None, threshold: float = 0.0) -> str | None:
     """A sentence naming the recorded causes that could explain a change of this case, or None.
 
     ``interval`` is the case's Interval JSON or its :func:`conditions_summary`;
@@ -165,13 +201,19 @@ def find_cause(interval: Mapping[str, Any], reference_conditions: Mapping[str, A
     joined with ``"; "`` in a fixed order: this interval's disturbances, conditions that differ
     from the reference's, then version changes. Suite commits are not a cause: they change on
     every commit, and would excuse every regression.
+
+    With ``ratio`` (this time / the reference's), a cause counts only if it could make that
+    change: in its direction (load makes runs slower, never faster) and, where its size is known
+    (steal fraction, clock change), no bigger than that size plus ``threshold``: a 3% clock
+    drop does not explain a run 20% slower. Version changes are never bounded.
     """
-    causes = interval_causes(interval)
+    causes = _interval_causes(interval)
     if reference_conditions is not None:
         causes += _reference_condition_causes(conditions_summary(interval), reference_conditions)
     if reference_provenance is not None:
-        causes += version_causes(provenance, reference_provenance)
-    return "; ".join(causes) if causes else None
+        causes += [Cause(text) for text in version_causes(provenance, reference_provenance)]
+    kept = [cause.text for cause in causes if cause.can_explain(ratio, threshold)]
+    return "; ".join(kept) if kept else None
 
 
 __all__ = ["DISTURBANCE_FLAGS", "conditions_summary", "find_cause", "interval_causes",

@@ -35,6 +35,10 @@ BASELINE_VERSION = 1
 BASELINE_KIND = "charz-baseline"
 MAX_REFERENCE_SAMPLES = 200
 NEW_CASE_REASON = "new case"
+# A reference settles once this many clean sessions measured it: one session on a shared or
+# virtual machine can be an outlier (turbo state, neighbours), and a gate that judges against
+# it raises false alarms. Until then the reference gathers sessions and drift is not judged.
+REFERENCE_SESSIONS = 3
 _SAMPLE_DIGITS = 7        # significant digits kept per sample: far below any timing noise
 
 
@@ -90,6 +94,37 @@ class Reference:
     conditions: Mapping[str, Any] = field(default_factory=dict)
     provenance: Mapping[str, Any] = field(default_factory=dict)
     created: str = ""
+    # Medians of the sessions that measured this reference (``median_s`` is their median);
+    # empty for a reference of one session.
+    session_medians_s: tuple[float, ...] = ()
+
+    @property
+    def sessions(self) -> int:
+        return max(1, len(self.session_medians_s))
+
+    @property
+    def settled(self) -> bool:
+        return self.sessions >= REFERENCE_SESSIONS
+
+    @property
+    def spread(self) -> float:
+        """Largest relative distance of a session's median from the reference median: how far
+        apart sessions of an unchanged case were measured (0 with one session)."""
+        if len(self.session_medians_s) < 2:
+            return 0.0
+        return max(abs(m / self.median_s - 1.0) for m in self.session_medians_s)
+
+    def with_session(self, other: "Reference") -> "Reference":
+        """This reference with ``other`` (one more session of the same case) added: the median
+        becomes the median of the session medians; the samples and CI kept are those of the
+        session nearest to it."""
+        medians = (self.session_medians_s or (self.median_s,)) + (other.median_s,)
+        median = float(np.median(medians))
+        own = float(np.median(self.samples_s))
+        pick = other if abs(math.log(other.median_s / median)) < abs(math.log(own / median)) else self
+        return Reference(median_s=median, ci_s=pick.ci_s, samples_s=pick.samples_s, noise_target=self.noise_target,
+                         mode=self.mode, op=self.op, conditions=pick.conditions, provenance=self.provenance,
+                         created=other.created, session_medians_s=tuple(medians))
 
     def __post_init__(self) -> None:
         if not (isinstance(self.median_s, (int, float)) and math.isfinite(self.median_s) and self.median_s > 0):
@@ -130,6 +165,7 @@ class Reference:
             "conditions": copy.deepcopy(dict(self.conditions)),
             "provenance": copy.deepcopy(dict(self.provenance)),
             "created": self.created,
+            "session_medians_s": list(self.session_medians_s),
         }
 
     @classmethod
@@ -145,6 +181,7 @@ class Reference:
                 conditions=dict(data.get("conditions") or {}),
                 provenance=dict(data.get("provenance") or {}),
                 created=str(data.get("created", "")),
+                session_medians_s=tuple(float(v) for v in data.get("session_medians_s") or ()),
             )
         except (KeyError, IndexError, TypeError, ValueError, UsageError) as exc:
             raise FormatError(f"{source}: malformed reference ({type(exc).__name__}: {exc})") from None
@@ -308,6 +345,20 @@ class _DocumentStore:
         """Make ``reference`` the case's reference for ``reason`` (appended to its history).
         ``band`` None keeps the stored band."""
         return self._write(target_id, suite, case_id, reference, reason, band, replace=True)
+
+    def add_session(self, target_id: str, suite: str, case_id: str, session: Reference) -> BaselineEntry:
+        """Add one more session to a reference that has not settled yet (see REFERENCE_SESSIONS);
+        a settled reference changes only by :meth:`accept`."""
+        with self._exclusive(target_id):
+            module = suite_module(suite)
+            current = self.entry(target_id, module, case_id)
+            if current is None:
+                raise UsageError(f"case {case_id!r} has no reference to add a session to")
+            if current.reference.settled:
+                raise UsageError(f"the reference of {case_id!r} has settled; it changes only by accepting a reason")
+            combined = current.reference.with_session(session)
+            reason = f"reference session {combined.sessions} of {REFERENCE_SESSIONS}"
+            return self._write_locked(target_id, module, case_id, combined, reason, None, True)
 
 
 def check_document(document: Any, source: str) -> None:

@@ -41,11 +41,13 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
+import numpy as np
+
 from .errors import FormatError, UsageError
 from .explain import DISTURBANCE_FLAGS, conditions_summary, find_cause
 from .measure import stats
 from .measure.sampler import Measurement
-from .store import NEW_CASE_REASON, BaselineStore, Reference, thin_samples
+from .store import NEW_CASE_REASON, REFERENCE_SESSIONS, BaselineStore, Reference, thin_samples
 
 VERDICT_VERSION = 1
 OUTCOMES = ("pass", "model-error", "drift", "explained", "inconclusive", "new")
@@ -213,7 +215,9 @@ class _Change:
 def _judge_change(measurement: Measurement, reference: Reference | None, threshold: float, alpha: float) -> _Change:
     if reference is None:
         return _Change("absent", line="no reference yet")
-    ref_line = (f"reference {format_time(reference.median_s)} (CI {format_time(reference.ci_s[0])}-"
+    sessions = (f"median of {reference.sessions} sessions, spread +-{reference.spread:.1%}" if reference.sessions > 1
+                else "1 session")
+    ref_line = (f"reference {format_time(reference.median_s)} ({sessions}; CI {format_time(reference.ci_s[0])}-"
                 f"{format_time(reference.ci_s[1])}, {len(reference.samples_s)} samples kept, {reference.created or 'undated'})")
     if reference.mode and reference.mode != measurement.mode:
         return _Change("incomparable", line=f"{ref_line} was measured {reference.mode}, this run {measurement.mode}:"
@@ -221,14 +225,22 @@ def _judge_change(measurement: Measurement, reference: Reference | None, thresho
     assert measurement.median_s is not None
     ratio = measurement.median_s / reference.median_s
     level = 1.0 - alpha
-    boot = stats.bootstrap_ratio_ci(reference.samples_s, thin_samples(measurement.samples_s, BOOTSTRAP_MAX_SAMPLES),
+    # The kept samples are one session's; centred on the reference median (of all sessions).
+    scale = reference.median_s / float(np.median(reference.samples_s))
+    reference_samples = [v * scale for v in reference.samples_s]
+    boot = stats.bootstrap_ratio_ci(reference_samples, thin_samples(measurement.samples_s, BOOTSTRAP_MAX_SAMPLES),
                                     level=level, resamples=BOOTSTRAP_RESAMPLES, seed=0)
-    p_value = stats.mann_whitney_u(reference.samples_s, measurement.samples_s).p_value
-    lo, hi = boot.low, boot.high
-    line = (f"{ref_line}; ratio {ratio:.3f} ({level:.0%} CI {lo:.3f}-{hi:.3f}), Mann-Whitney p={p_value:.2g};"
-            f" drift threshold +-{threshold:.1%}")
+    p_value = stats.mann_whitney_u(reference_samples, measurement.samples_s).p_value
+    # The reference median is itself uncertain by the spread its sessions showed.
+    spread = min(reference.spread, 0.5)
+    lo, hi = boot.low / (1.0 + spread), boot.high / (1.0 - spread)
+    widened = ", widened by the spread of the reference's sessions" if spread else ""
+    line = (f"{ref_line}; ratio {ratio:.3f} ({level:.0%} CI {lo:.3f}-{hi:.3f}{widened}),"
+            f" Mann-Whitney p={p_value:.2g}; drift threshold +-{threshold:.1%}")
     beyond = lo > 1.0 + threshold or hi < 1.0 - threshold
-    if beyond and abs(ratio - 1.0) > threshold and p_value < alpha:
+    if beyond and abs(ratio - 1.0) > threshold and p_value < alpha and not reference.settled:
+        state = "provisional"
+    elif beyond and abs(ratio - 1.0) > threshold and p_value < alpha:
         state = "drift"
     elif 1.0 - threshold < lo and hi < 1.0 + threshold:
         state = "none"
@@ -290,7 +302,8 @@ def judge(measurement: Measurement | Mapping[str, Any], prediction: Any, band: M
                                        f" more than half the {threshold:.1%} threshold)", lines, **figures)
     if change.state == "drift":
         assert change.ratio is not None
-        cause = find_cause(interval, reference_conditions, provenance, reference_provenance)
+        cause = find_cause(interval, reference_conditions, provenance, reference_provenance,
+                           ratio=change.ratio, threshold=threshold)
         if cause:
             return verdict("explained", f"explained: {_direction(change.ratio)}; cause: {cause}", lines,
                            cause=cause, **figures)
@@ -298,12 +311,17 @@ def judge(measurement: Measurement | Mapping[str, Any], prediction: Any, band: M
                                 " with no recorded cause", lines, **figures)
     if model_state == "outside":
         assert model_error is not None
-        cause = find_cause(interval, None, provenance, None)
+        cause = find_cause(interval, None, provenance, None, ratio=1.0 + model_error, threshold=0.0)
         if cause:
             return verdict("explained", f"explained: {_pct(model_error)} off the model, outside its band;"
                                         f" cause: {cause}", lines, cause=cause, **figures)
         return verdict("model-error", f"model-error: measured {format_time(median_s)} is {_pct(model_error)} off the"
                                       " prediction, outside the model's validated band", lines, **figures)
+    if change.state == "provisional":
+        assert reference is not None and change.ratio is not None
+        return verdict("inconclusive", f"inconclusive: {_direction(change.ratio)}, but the reference holds"
+                                       f" {reference.sessions} of {REFERENCE_SESSIONS} sessions; drift is judged once"
+                                       " it has settled", lines, **figures)
     if change.state == "undecided":
         return verdict("inconclusive", "inconclusive: the change from the reference may or may not exceed the"
                                        f" {threshold:.1%} threshold", lines, **figures)
@@ -353,6 +371,9 @@ def evaluate_case(case: Mapping[str, Any], store: BaselineStore, target_id: str,
         store.accept(target_id, suite, case_id, Reference.from_case(case, provenance), accept_reason, band=band)
         return replace(_noted(verdict, f"accepted: {accept_reason.strip()}"), fails=verdict.outcome == "model-error")
     if reference is not None:
+        if not reference.settled and save_new:
+            return _noted(verdict, _add_session(store, target_id, suite, case_id, case, provenance, verdict,
+                                                conditions))
         return _noted(verdict, "kept")
     if not save_new:
         return _noted(verdict, "not saved: saving new references is off")
@@ -363,6 +384,19 @@ def evaluate_case(case: Mapping[str, Any], store: BaselineStore, target_id: str,
         return _noted(verdict, f"not saved: measured under {', '.join(disturbed)}")
     store.put(target_id, suite, case_id, Reference.from_case(case, provenance), NEW_CASE_REASON, band=band)
     return _noted(verdict, f"saved: {NEW_CASE_REASON}")
+
+
+def _add_session(store: BaselineStore, target_id: str, suite: str, case_id: str, case: Mapping[str, Any],
+                 provenance: Mapping[str, Any], verdict: Verdict, conditions: Mapping[str, Any]) -> str:
+    """Add this measurement to a reference still gathering sessions, when it is clean."""
+    disturbed = [f for f in conditions["flags"] if f in DISTURBANCE_FLAGS]
+    if disturbed:
+        return f"kept (not added as a reference session: measured under {', '.join(disturbed)})"
+    rel = case["measurement"].get("rel_ci_halfwidth")
+    if rel is None or not rel <= verdict.threshold / 2.0:
+        return "kept (not added as a reference session: too noisy)"
+    entry = store.add_session(target_id, suite, case_id, Reference.from_case(case, provenance))
+    return f"added as reference session {entry.reference.sessions} of {REFERENCE_SESSIONS}"
 
 
 def _noted(verdict: Verdict, baseline: str) -> Verdict:

@@ -36,7 +36,7 @@ def test_each_disturbance_flag_names_its_figures() -> None:
                 "device_processes": 2}
     cause = find_cause(interval, None, {}, None)
     assert cause == ("steal: 8.3% of CPU time stolen by the hypervisor; "
-                     "cpu-clock-changed: mean CPU clock -22% during the case; "
+                     "cpu-clock-changed: CPU clock -22% during the case; "
                      "throttled: hw_slowdown, sw_thermal; device-shared: 2 other process(es) on the device")
 
 
@@ -86,3 +86,34 @@ def test_summaries_are_idempotent() -> None:
     assert conditions["flags"] == ["steal"]
     assert conditions["cpu_freq_mhz"] == 3050.0
     assert conditions_summary(conditions) == conditions
+
+
+def _interval(**fields):
+    return {"flags": [], "steal_fraction": None, "other_cpu_s_per_s": None, "top_other_processes": [],
+            "cpu_freq_change": None, "throttle_reasons": [], "device_processes": None, **fields}
+
+
+def test_a_cause_explains_only_a_change_of_its_direction_and_size():
+    steal = _interval(flags=["steal"], steal_fraction=0.03)
+    assert find_cause(steal, None, {}, None, ratio=1.07, threshold=0.05) is not None
+    assert find_cause(steal, None, {}, None, ratio=1.20, threshold=0.05) is None     # 3% steal, 20% slower
+    assert find_cause(steal, None, {}, None, ratio=0.85, threshold=0.05) is None     # steal never speeds up
+    load = _interval(flags=["other-load"], other_cpu_s_per_s=1.0)
+    assert find_cause(load, None, {}, None, ratio=1.9, threshold=0.05) is not None   # shared bandwidth: unbounded
+    assert find_cause(load, None, {}, None, ratio=0.8, threshold=0.05) is None
+
+
+def test_a_clock_change_since_the_reference_explains_up_to_its_size():
+    then = {"flags": [], "cpu_freq_mhz": 3800.0}
+    now = _interval()
+    now_conditions = {"interval": now, "before": {"core_clock_mhz": 3400.0}}
+    # 3800 -> 3400 MHz: runs up to 11.8% slower, plus the 5% threshold
+    assert find_cause(now_conditions, then, {}, None, ratio=1.15, threshold=0.05) is not None
+    assert find_cause(now_conditions, then, {}, None, ratio=1.30, threshold=0.05) is None
+    assert find_cause(now_conditions, then, {}, None, ratio=0.90, threshold=0.05) is None
+
+
+def test_a_disturbed_reference_explains_only_a_faster_run():
+    then = {"flags": ["other-load"], "other_cpu_s_per_s": 1.0, "top_other_processes": []}
+    assert find_cause(_interval(), then, {}, None, ratio=0.8, threshold=0.05) is not None
+    assert find_cause(_interval(), then, {}, None, ratio=1.2, threshold=0.05) is None

@@ -31,9 +31,10 @@ def measurement(samples: Sequence[float], discarded: dict[str, int] | None = Non
 def reference_of(samples: Sequence[float], mode: str = "hot") -> Reference:
     m = measurement(samples, mode=mode)
     assert m.median_s is not None and m.ci_s is not None
+    # a settled reference: three sessions that agreed exactly
     return Reference(m.median_s, m.ci_s, thin_samples(samples), 0.01, mode, "stream", dict(CLEAN),
                      {"libraries": {"numpy": "1.26.4", "torch": "2.4.1"}, "device_versions": {"driver": "580.65"}},
-                     "2025-01-01T00:00:00+00:00")
+                     "2025-01-01T00:00:00+00:00", (m.median_s,) * 3)
 
 
 def prediction(time_s: float = BASE_S) -> dict[str, Any]:
@@ -209,13 +210,17 @@ def test_new_case_is_saved_then_judged_against() -> None:
     assert entry is not None and entry.band == BAND and len(entry.history) == 1
     assert entry.reference.provenance["device_versions"] == {"driver": "580.65"}
     again = evaluate(store, draw(2))
-    assert again.outcome == "pass" and again.baseline == "kept"
+    assert again.outcome == "pass" and again.baseline == "added as reference session 2 of 3"
     assert "band -10.0%..+10.0%" in again.message        # the stored band is used
+    evaluate(store, draw(3))
+    settled = evaluate(store, draw(4))
+    assert settled.outcome == "pass" and settled.baseline == "kept"
 
 
 def test_drift_keeps_the_reference_unless_accepted() -> None:
     store = InMemoryStore()
-    evaluate(store, draw(1))
+    for seed in (1, 5, 6):                      # three clean sessions settle the reference
+        evaluate(store, draw(seed))
     drifted = evaluate(store, draw(2, scale=1.10))
     assert drifted.outcome == "drift" and drifted.fails and drifted.baseline == "kept"
     reference = store.get(TARGET, SUITE, CASE)
@@ -226,7 +231,8 @@ def test_drift_keeps_the_reference_unless_accepted() -> None:
     assert accepted.baseline == "accepted: driver 580 -> 590"
     entry = store.entry(TARGET, SUITE, CASE)
     assert entry is not None and entry.reference.median_s == pytest.approx(1.10 * BASE_S, rel=0.01)
-    assert [h.reason for h in entry.history] == ["new case", "driver 580 -> 590"]
+    assert [h.reason for h in entry.history] == ["new case", "reference session 2 of 3", "reference session 3 of 3",
+                                                 "driver 580 -> 590"]
     assert evaluate(store, draw(3, scale=1.10)).outcome == "pass"
 
 
@@ -241,3 +247,26 @@ def test_new_references_are_not_saved_from_doubtful_measurements() -> None:
     forced = evaluate(store, draw(1), record=case(draw(1), flags=["steal"]), accept_reason="shared CI runner")
     assert forced.baseline == "accepted: shared CI runner"
     assert store.get(TARGET, SUITE, CASE) is not None
+
+
+def test_a_reference_of_one_session_does_not_judge_drift_and_an_outlier_session_is_outvoted() -> None:
+    store = InMemoryStore()
+    evaluate(store, draw(1, scale=1.25))          # the first session ran slow (a neighbour, turbo)
+    provisional = evaluate(store, draw(2))
+    assert provisional.outcome == "inconclusive" and not provisional.fails
+    assert "holds 1 of 3 sessions" in provisional.message
+    evaluate(store, draw(3))
+    reference = store.get(TARGET, SUITE, CASE)
+    assert reference is not None and reference.settled
+    assert reference.median_s == pytest.approx(BASE_S, rel=0.01)      # the median of the three sessions
+    assert reference.spread == pytest.approx(0.25, abs=0.02)
+
+
+def test_a_change_within_the_sessions_spread_is_not_drift() -> None:
+    samples = draw(1)
+    base = reference_of(samples)
+    spread_out = Reference(base.median_s, base.ci_s, base.samples_s, 0.01, "hot", "stream", dict(CLEAN), {},
+                           "2025-01-01T00:00:00+00:00", (base.median_s * 0.92, base.median_s, base.median_s * 1.08))
+    assert judge_against(draw(2, scale=1.10), base).outcome == "drift"
+    assert judge_against(draw(2, scale=1.10), spread_out).outcome == "inconclusive"
+    assert judge_against(draw(2, scale=1.30), spread_out).outcome == "drift"
