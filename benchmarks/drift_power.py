@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import os
 import subprocess
@@ -51,8 +52,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--hog-runs", type=int, default=5)
+    parser.add_argument("--keep", default=None, metavar="DIR", help="keep the run files and baselines in DIR")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as workdir:
+    if args.keep:
+        os.makedirs(args.keep, exist_ok=True)
+    with (contextlib.nullcontext(args.keep) if args.keep else tempfile.TemporaryDirectory()) as workdir:
         for index in range(3):
             print(f"reference session {index + 1}:", dict(collections.Counter(run_suite(workdir, f"reference-{index}"))))
         causes: collections.Counter[str] = collections.Counter()
@@ -63,6 +67,7 @@ def main() -> None:
             unchanged.update(outcomes)
             runs_with_alarm += any(o in ("drift", "model-error") for o in outcomes)
         print(f"unchanged, {args.runs} runs: {dict(unchanged)}; runs with drift or model-error: {runs_with_alarm}")
+        runs_caught = 0
         slower: collections.Counter[str] = collections.Counter()
         caught = 0
         per_case_total = 0
@@ -70,8 +75,10 @@ def main() -> None:
             outcomes = run_suite(workdir, f"extra-{index}", extra=1.10, causes=causes)
             slower.update(outcomes)
             caught += sum(o == "drift" for o in outcomes)
+            runs_caught += any(o == "drift" for o in outcomes)
             per_case_total += len(outcomes)
-        print(f"10% more work, {args.runs} runs: {dict(slower)}; drift in {caught} of {per_case_total} case runs")
+        print(f"10% more work, {args.runs} runs: {dict(slower)}; drift in {caught} of {per_case_total} case runs; "
+              f"runs with at least one drift: {runs_caught} of {args.runs}")
         hogged: collections.Counter[str] = collections.Counter()
         for index in range(args.hog_runs):
             hog = subprocess.Popen([sys.executable, "-c", HOG, "30"])

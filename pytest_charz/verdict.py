@@ -9,11 +9,16 @@ Outcomes, in the order they are decided:
     The change from the reference, ratio r = measured median / reference median, with a
     percentile-bootstrap ``1 - alpha`` CI [lo, hi] of r and a two-sided Mann-Whitney U test:
 
-    * drift when r's CI excludes 1, |r - 1| > threshold, the CI lies entirely beyond
-      1 +- threshold (lo > 1 + threshold or hi < 1 - threshold), and U's p < alpha;
-    * no drift when the CI lies inside (1 - threshold, 1 + threshold);
-    * anything else (the CI straddles 1 - threshold or 1 + threshold, or the CI and the U test
-      disagree) is inconclusive: the change may or may not exceed the threshold.
+    * the reference is the median of the sessions that measured it (at least
+      ``store.REFERENCE_SESSIONS`` clean ones before drift is judged: until then a change is
+      inconclusive and the session is added), and its uncertainty is the largest distance s of a
+      session from that median: r's CI is widened to [lo / (1 + s), hi / (1 - s)];
+    * drift when |r - 1| > threshold, the widened CI lies entirely beyond 1 +- threshold
+      (lo > 1 + threshold or hi < 1 - threshold), and U's p < alpha;
+    * no drift when the (unwidened) CI lies inside 1 +- max(threshold, s): no change beyond the
+      threshold or beyond what the reference's own sessions showed;
+    * anything else (the CI straddles the threshold, or the CI and the U test disagree) is
+      inconclusive: the change may or may not exceed the threshold.
 
     A change only fails once all the evidence agrees it is beyond the threshold, so a case
     whose true change is below the threshold cannot fail by chance beyond the small ``alpha``
@@ -238,11 +243,14 @@ def _judge_change(measurement: Measurement, reference: Reference | None, thresho
     line = (f"{ref_line}; ratio {ratio:.3f} ({level:.0%} CI {lo:.3f}-{hi:.3f}{widened}),"
             f" Mann-Whitney p={p_value:.2g}; drift threshold +-{threshold:.1%}")
     beyond = lo > 1.0 + threshold or hi < 1.0 - threshold
+    # No drift when this session's CI lies within the threshold, or within how far the
+    # reference's own sessions were apart (no evidence of a change beyond the usual).
+    usual = max(threshold, spread)
     if beyond and abs(ratio - 1.0) > threshold and p_value < alpha and not reference.settled:
         state = "provisional"
     elif beyond and abs(ratio - 1.0) > threshold and p_value < alpha:
         state = "drift"
-    elif 1.0 - threshold < lo and hi < 1.0 + threshold:
+    elif 1.0 - usual < boot.low and boot.high < 1.0 + usual:
         state = "none"
     else:
         state = "undecided"
