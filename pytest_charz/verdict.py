@@ -24,7 +24,8 @@ Outcomes, in the order they are decided:
     whose true change is below the threshold cannot fail by chance beyond the small ``alpha``
     of each test together (and in practice far less: see the property test).
     A drift becomes ``explained`` when :func:`pytest_charz.explain.find_cause` finds a recorded
-    cause (disturbed interval, changed conditions, changed versions).
+    cause (disturbed interval, changed conditions, changed versions) that could make a change of
+    that direction and size; so does an undecided change whose ratio is beyond the threshold.
 ``model-error``
     A covered prediction with a validated error band (lo, hi), from the model's validation in
     this regime and never widened here: the measurement's ``1 - alpha`` CI of the median lies
@@ -330,6 +331,14 @@ def judge(measurement: Measurement | Mapping[str, Any], prediction: Any, band: M
         return verdict("inconclusive", f"inconclusive: {_direction(change.ratio)}, but the reference holds"
                                        f" {reference.sessions} of {REFERENCE_SESSIONS} sessions; drift is judged once"
                                        " it has settled", lines, **figures)
+    if change.state == "undecided" and change.ratio is not None and abs(change.ratio - 1.0) > threshold:
+        # Too uncertain to call drift, but the change looks beyond the threshold and the run
+        # recorded something that would make it: say so rather than "inconclusive".
+        cause = find_cause(interval, reference_conditions, provenance, reference_provenance,
+                           ratio=change.ratio, threshold=threshold)
+        if cause:
+            return verdict("explained", f"explained: {_direction(change.ratio)} (not significant beyond the"
+                                        f" threshold on its own); cause: {cause}", lines, cause=cause, **figures)
     if change.state == "undecided":
         return verdict("inconclusive", "inconclusive: the change from the reference may or may not exceed the"
                                        f" {threshold:.1%} threshold", lines, **figures)

@@ -273,3 +273,13 @@ def test_a_change_within_the_sessions_spread_is_not_drift() -> None:
     # 6% slower: beyond the 5% threshold but within the 8% its sessions were apart: no drift
     assert judge_against(draw(2, scale=1.06), spread_out).outcome in ("pass", "new")
     assert judge_against(draw(2, scale=1.06), base).outcome != "pass"
+
+
+def test_an_undecided_change_beyond_the_threshold_with_a_cause_is_explained() -> None:
+    base = reference_of(draw(1))
+    noisy_now = draw(2, scale=1.07, sigma=0.05, n=40)          # ~8% slower, its CI reaches under 5%
+    loaded = {**CLEAN, "flags": ["other-load"], "other_cpu_s_per_s": 1.0,
+              "top_other_processes": [{"pid": 7, "name": "hog", "cpu_s": 1.0}]}
+    assert judge_against(noisy_now, base).outcome == "inconclusive"
+    explained = judge_against(noisy_now, base, interval=loaded)
+    assert explained.outcome == "explained" and "hog" in (explained.cause or "")
