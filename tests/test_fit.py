@@ -176,3 +176,15 @@ def test_calibrate_refuses_mixed_targets_and_uncovering_models() -> None:
     assert calibrate(runs, target="mi300x", holdout=None).target == "mi300x"
     with pytest.raises(UsageError, match="covers none"):
         calibrate([synthetic_run(gemm_sizes=[], copy_sizes=[4096, 8192])], model="gemm")
+
+
+def test_op_classes_separate_thread_counts_and_kernels() -> None:
+    from pytest_charz.models.fit import op_class
+    from pytest_charz.work import Work
+
+    one = Work(bytes={"l2": 1e6}, op="read", shape={"threads": 1, "working_set_bytes": 1e6})
+    two = Work(bytes={"l2": 1e6}, op="read", shape={"threads": 2, "working_set_bytes": 1e6})
+    triad = Work(flops=2e6, bytes=24e6, dtype="fp64", op="stream", shape={"kernel": "triad", "threads": 2})
+    assert op_class(one) != op_class(two)
+    assert op_class(triad) == "stream:fp64@kernel=triad,threads=2"
+    assert op_class(Work(flops=1.0, dtype="fp32", op="gemm", shape={"m": 4})) == "gemm:fp32"

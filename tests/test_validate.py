@@ -52,7 +52,7 @@ def test_held_out_error_is_measured_not_fitted() -> None:
             case["measurement"]["median_s"] *= 3.0
     report = validate([run], models=["composite"]).to_json()
     table = report["tables"]["composite"]
-    assert table["memory"]["p90_abs"] > 0.2 and table["compute"]["p90_abs"] < 0.05
+    assert table["memory"]["p90_abs"] > 0.1 and table["compute"]["p90_abs"] < 0.05
     # the leave-one-out residuals see the step too: the memory band widens, the compute one does not
     bands = report["calibrations"]["composite"]["h100-sxm"]["bands"]
     assert bands["memory"]["hi"] - bands["memory"]["lo"] > 1.5 * (bands["compute"]["hi"] - bands["compute"]["lo"])

@@ -127,9 +127,17 @@ class Observation:
         return op_class(self.work)
 
 
+# Shape keys that name a variant of an op whose efficiency differs wholesale: the thread count
+# (a read sweep on one core is half as fast as on two), the STREAM kernel, the transfer kind.
+VARIANT_KEYS = ("kernel", "kind", "pinned", "threads", "role")
+
+
 def op_class(work: Work) -> str:
-    """``op:dtype`` when the work's FLOPs are of one dtype, else ``op`` (``""`` for no op)."""
-    return f"{work.op}:{next(iter(work.flops))}" if len(work.flops) == 1 else work.op
+    """``op:dtype`` when the work's FLOPs are of one dtype, else ``op`` (``""`` for no op), with
+    the variant keys of its shape (``read@threads=2``): each class gets its own efficiency table."""
+    name = f"{work.op}:{next(iter(work.flops))}" if len(work.flops) == 1 else work.op
+    variants = [f"{key}={work.shape[key]}" for key in VARIANT_KEYS if key in work.shape]
+    return f"{name}@{','.join(variants)}" if variants else name
 
 
 def observations(runs: Sequence[Mapping[str, Any]]) -> list[Observation]:
@@ -295,10 +303,17 @@ def _fit_tables(points: Sequence[tuple[Observation, Prediction]], knots: int) ->
     tables: dict[str, EfficiencyTable] = {}
     for groups in (by_op, by_class):  # class tables replace op tables of the same name
         for name, members in groups.items():
-            amount = _size_amount(members)
+            try:
+                amount = _size_amount(members)
+            except UsageError:
+                continue  # a class mixing works of no common size (e.g. flops-only and bytes-only) gets no table
             probe = EfficiencyTable(name, amount, (0.0,), (1.0,))
-            tables[name] = fit_efficiency([(probe.size_of(c.work), p.time_s, c.measured_s) for c, p in members],
-                                          op=name, size=amount, knots=knots)
+            sizes = [probe.size_of(c.work) for c, _ in members]
+            # knots=0: a knot at every calibrated size (at most 64), so the efficiency follows a
+            # staircase (cache levels) from one calibrated size to the next.
+            count = knots or min(64, len(set(sizes)))
+            tables[name] = fit_efficiency([(size, p.time_s, c.measured_s) for size, (c, p) in zip(sizes, members)],
+                                          op=name, size=amount, knots=count)
     return tables
 
 
@@ -311,7 +326,7 @@ def _factors(residuals: Sequence[float], level: float) -> tuple[float, float, st
         return math.exp(min(residuals)), math.exp(max(residuals)), "range"
 
 
-def fit(model: Model, cases: Sequence[Observation], spec: Ceilings, level: float = 0.9, knots: int = 4,
+def fit(model: Model, cases: Sequence[Observation], spec: Ceilings, level: float = 0.9, knots: int = 0,
         measured_from: Sequence[Observation] | None = None) -> Fitted:
     """Calibrate ``model`` on ``cases`` (one target; spec ceilings ``spec``).
 
@@ -429,7 +444,7 @@ def load_runs(runs: Iterable[Mapping[str, Any] | str]) -> list[tuple[str, Mappin
 
 def calibrate(runs: Sequence[Mapping[str, Any] | str], model: str = "composite", target: str | None = None,
               level: float = 0.9, holdout: str | None = "alternate", calibrate_on: str | None = None,
-              knots: int = 4) -> CalibrationFile:
+              knots: int = 0) -> CalibrationFile:
     """Calibrate ``model`` on run files (paths or loaded mappings) of one target.
 
     ``target`` picks the runs of that target id when they are of several. ``holdout``:
