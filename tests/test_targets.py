@@ -271,3 +271,11 @@ def test_format_spec_renders_units() -> None:
     assert "3.35 TB/s" in text
     assert "1980 MHz  [h100-clock]" in text
     assert "700 W  [h100-datasheet]" in text
+
+
+def test_an_unknown_name_with_nothing_close_still_names_the_nearest() -> None:
+    from pytest_charz.errors import UsageError
+    from pytest_charz.targets.catalogue import resolve
+
+    with pytest.raises(UsageError, match=r"known targets: cpu, .*mi300x.*; nearest match: '[a-z0-9-]+'"):
+        resolve("zzzzqqq")

@@ -295,7 +295,12 @@ def resolve(name: str, specs: Mapping[str, TargetSpec] | None = None) -> TargetS
     known = ["cpu", *sorted(specs)]
     candidates = {**by_name, **{host: "cpu" for host in HOST_NAMES}}
     nearest = difflib.get_close_matches(wanted, list(candidates), n=1, cutoff=0.5)
-    hint = f"; did you mean {candidates[nearest[0]]!r}?" if nearest else ""
+    if nearest:
+        hint = f"; did you mean {candidates[nearest[0]]!r}?"
+    else:
+        # Nothing close: still name the nearest, by similarity of the whole name.
+        closest = max(candidates, key=lambda c: (difflib.SequenceMatcher(None, wanted, c).ratio(), c))
+        hint = f"; nearest match: {candidates[closest]!r}"
     raise UsageError(f"unknown target {name!r}; known targets: {', '.join(known)}{hint}")
 
 
