@@ -15,8 +15,7 @@ Outcomes, in the order they are decided:
       session from that median: r's CI is widened to [lo / (1 + s), hi / (1 - s)];
     * drift when |r - 1| > threshold, the widened CI lies entirely beyond 1 +- threshold
       (lo > 1 + threshold or hi < 1 - threshold), and U's p < alpha;
-    * no drift when the (unwidened) CI lies inside 1 +- max(threshold, s): no change beyond the
-      threshold or beyond what the reference's own sessions showed;
+    * no drift when the (unwidened) CI lies inside 1 +- threshold;
     * anything else (the CI straddles the threshold, or the CI and the U test disagree) is
       inconclusive: the change may or may not exceed the threshold.
 
@@ -244,14 +243,14 @@ def _judge_change(measurement: Measurement, reference: Reference | None, thresho
     line = (f"{ref_line}; ratio {ratio:.3f} ({level:.0%} CI {lo:.3f}-{hi:.3f}{widened}),"
             f" Mann-Whitney p={p_value:.2g}; drift threshold +-{threshold:.1%}")
     beyond = lo > 1.0 + threshold or hi < 1.0 - threshold
-    # No drift when this session's CI lies within the threshold, or within how far the
-    # reference's own sessions were apart (no evidence of a change beyond the usual).
-    usual = max(threshold, spread)
+    # No drift when this session's own CI lies within the threshold. A reference whose sessions
+    # were further apart than the threshold cannot tell a change of that size from its usual
+    # spread: such a case is inconclusive unless the change is beyond the widened interval.
     if beyond and abs(ratio - 1.0) > threshold and p_value < alpha and not reference.settled:
         state = "provisional"
     elif beyond and abs(ratio - 1.0) > threshold and p_value < alpha:
         state = "drift"
-    elif 1.0 - usual < boot.low and boot.high < 1.0 + usual:
+    elif 1.0 - threshold < boot.low and boot.high < 1.0 + threshold:
         state = "none"
     else:
         state = "undecided"
@@ -339,6 +338,10 @@ def judge(measurement: Measurement | Mapping[str, Any], prediction: Any, band: M
         if cause:
             return verdict("explained", f"explained: {_direction(change.ratio)} (not significant beyond the"
                                         f" threshold on its own); cause: {cause}", lines, cause=cause, **figures)
+    if change.state == "undecided" and reference is not None and reference.spread > threshold:
+        return verdict("inconclusive", f"inconclusive: this case's reference sessions were up to"
+                                       f" {reference.spread:.1%} apart, more than the {threshold:.1%} threshold:"
+                                       " a change of that size cannot be told from its usual spread", lines, **figures)
     if change.state == "undecided":
         return verdict("inconclusive", "inconclusive: the change from the reference may or may not exceed the"
                                        f" {threshold:.1%} threshold", lines, **figures)
