@@ -145,3 +145,38 @@ def test_a_clock_change_during_the_case_is_flagged(suite, monkeypatch):
     result, case = suite(100_000, "--charz-no-save")
     assert "cpu-clock-changed" in case["flags"]
     assert case["conditions"]["interval"]["cpu_freq_change"] == pytest.approx(0.2)
+
+
+def write_calibration(pytester, band):
+    """A calibration of the composite model on this host with the given compute-regime band."""
+    from pytest_charz.judging import store_target_key
+    from pytest_charz.models.calibrate import Calibration
+    from pytest_charz.models.ceilings import Ceilings
+    from pytest_charz.models.fit import CalibrationFile
+    from pytest_charz.run import atomic_write_json
+    from pytest_charz.targets.catalogue import resolve
+
+    spec = resolve("cpu")
+    calfile = CalibrationFile(target="cpu", model="composite", calibration=Calibration("composite"),
+                              ceilings=Ceilings.from_spec(spec),
+                              bands={"compute": {"lo": band[0], "hi": band[1], "n": 20, "level": 0.9,
+                                                 "coverage": 0.9, "method": "conformal"}},
+                              fitted_on={"runs": [], "cases": []}, held_out=(), created="2026-11-30T00:00:00+00:00")
+    path = pytester.path / "baselines" / store_target_key(spec) / "calibration-composite.json"
+    atomic_write_json(str(path), calfile.to_json())
+    return calfile
+
+
+def test_a_measurement_outside_the_validated_band_is_model_error(suite, pytester):
+    calfile = write_calibration(pytester, (-0.10, 0.10))
+    from pytest_charz import Work
+
+    predicted_s = calfile.predict(Work(flops=1e6, dtype="fp64", op="fma")).time_s
+    result, case = suite(3 * predicted_s * 1e9)                   # three times the prediction
+    result.assert_outcomes(failed=1)
+    assert case["verdict"]["outcome"] == "model-error"
+    assert case["verdict"]["model_error"] == pytest.approx(2.0, rel=0.05)
+    result.stdout.fnmatch_lines(["*charz model-error*", "*predicted*"])
+    result, case = suite(predicted_s * 1e9, "--charz-no-save", seed=5)   # at the prediction: inside the band
+    assert case["verdict"]["outcome"] != "model-error"
+    assert case["verdict"]["model_error"] == pytest.approx(0.0, abs=0.05)
