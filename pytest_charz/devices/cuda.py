@@ -22,10 +22,10 @@ import importlib.util
 from typing import Any, Callable, Iterator
 
 from ..errors import UsageError, require_extra
-from ..measure.conditions import DeviceTelemetry
 from .base import DeviceInfo
+from .gpu_common import TelemetryDiscards
 from .detect_gpu import normalize_pci_bus_id, sysfs_pci_device_id
-from .nvml import SM_CLOCK_THRESHOLD, NvmlTelemetry, sm_clock_discard_reason
+from .nvml import SM_CLOCK_THRESHOLD, NvmlTelemetry
 
 #: Resolution of CUDA events: "around 0.5 microseconds" (CUDA Runtime API reference,
 #: ``cudaEventElapsedTime``).
@@ -63,7 +63,7 @@ def _optional_torch() -> Any | None:
     return torch if getattr(torch.version, "cuda", None) else None
 
 
-class CudaDevice:
+class CudaDevice(TelemetryDiscards):
     """One NVIDIA GPU, by CUDA device index (as ``CUDA_VISIBLE_DEVICES`` numbers them)."""
 
     def __init__(self, index: int = 0, *, expected_sm_clock_mhz: float | None = None,
@@ -197,16 +197,6 @@ class CudaDevice:
             self._flush_value ^= 1  # a different value each time: every line is really written
             self._flush_buffer.fill(self._flush_value)
         self.stream.synchronize()
-
-    # ------------------------------------------------------------ conditions
-    def telemetry(self) -> DeviceTelemetry | None:
-        return self._telemetry.read() if self._telemetry is not None else None
-
-    def check_sample(self) -> str | None:
-        if self._telemetry is None:
-            return None
-        return sm_clock_discard_reason(self._telemetry.sm_clock_mhz(), self.expected_sm_clock_mhz,
-                                       self.sm_clock_threshold)
 
     def close(self) -> None:
         self._flush_buffer = None

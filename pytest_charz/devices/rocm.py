@@ -18,12 +18,12 @@ import contextlib
 from typing import Any, Callable, Iterator
 
 from ..errors import UsageError, require_extra
-from ..measure.conditions import DeviceTelemetry
 from .amdsmi_telemetry import AmdsmiTelemetry
 from .base import DeviceInfo
+from .gpu_common import TelemetryDiscards
 from .cuda import flush_bytes
 from .detect_gpu import sysfs_pci_device_id
-from .nvml import SM_CLOCK_THRESHOLD, sm_clock_discard_reason
+from .nvml import SM_CLOCK_THRESHOLD
 
 #: Resolution of HIP events: about 1 microsecond (HIP runtime API reference,
 #: ``hipEventElapsedTime``).
@@ -46,7 +46,7 @@ def _props_bus_id(props: Any) -> str | None:
     return f"{getattr(props, 'pci_domain_id', 0):04x}:{bus:02x}:{getattr(props, 'pci_device_id', 0):02x}.0"
 
 
-class RocmDevice:
+class RocmDevice(TelemetryDiscards):
     """One AMD GPU, by HIP device index (as ``HIP_VISIBLE_DEVICES`` numbers them)."""
 
     def __init__(self, index: int = 0, *, expected_sm_clock_mhz: float | None = None,
@@ -159,15 +159,6 @@ class RocmDevice:
             self._flush_value ^= 1
             self._flush_buffer.fill_(self._flush_value)
         self.stream.synchronize()
-
-    def telemetry(self) -> DeviceTelemetry | None:
-        return self._telemetry.read() if self._telemetry is not None else None
-
-    def check_sample(self) -> str | None:
-        if self._telemetry is None:
-            return None
-        return sm_clock_discard_reason(self._telemetry.sm_clock_mhz(), self.expected_sm_clock_mhz,
-                                       self.sm_clock_threshold)
 
     def close(self) -> None:
         self._flush_buffer = None

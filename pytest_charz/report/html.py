@@ -6,7 +6,8 @@ from typing import Any, Mapping, Sequence
 
 from .markdown import ceiling_rows
 
-_CSS = """
+#: The page style of every HTML report (profiles, validation): inline, so each file stands alone.
+CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 1.6em; } h3 { font-size: 1.05em; }
 table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0 1em; }
@@ -57,7 +58,7 @@ def render_html(profile: Mapping[str, Any]) -> str:
     title = f"Capability profile: {target.get('name') or target.get('id')}"
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{html.escape(str(title))}</title><style>{_CSS}</style></head><body>",
+        f"<title>{html.escape(str(title))}</title><style>{CSS}</style></head><body>",
         f"<h1>{html.escape(str(title))}</h1>", _meta(profile),
     ]
     if profile.get("caveats"):

@@ -9,19 +9,12 @@ import html
 import math
 from typing import Any, Mapping, Sequence
 
+from .html import CSS as _CSS
 from .markdown import render_table
 from .units import format_time
 
 REGIME_COLOURS = {"compute": "#1f77b4", "memory": "#d62728", "latency": "#2ca02c", "launch": "#9467bd",
                   "transfer": "#ff7f0e"}
-_CSS = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
-h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 1.6em; } h3 { font-size: 1.05em; }
-table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0 1em; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: left; vertical-align: top; }
-th { background: #f0f0f0; }
-.plot svg { max-width: 100%; height: auto; }
-"""
 
 
 def _pct(value: float | None) -> str:

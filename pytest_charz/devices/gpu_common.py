@@ -1,0 +1,26 @@
+"""What the cuda and rocm backends share: telemetry reads and the clock-based sample discard."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..measure.conditions import DeviceTelemetry
+from .nvml import sm_clock_discard_reason
+
+
+class TelemetryDiscards:
+    """Mixin for a GPU backend with ``_telemetry`` (NvmlTelemetry / AmdsmiTelemetry or None),
+    ``expected_sm_clock_mhz`` and ``sm_clock_threshold``: a sample taken while the graphics clock
+    is under the threshold of its expected clock is discarded, as nvbench does."""
+
+    _telemetry: Any
+    expected_sm_clock_mhz: float | None
+    sm_clock_threshold: float
+
+    def telemetry(self) -> DeviceTelemetry | None:
+        return self._telemetry.read() if self._telemetry is not None else None
+
+    def check_sample(self) -> str | None:
+        if self._telemetry is None:
+            return None
+        return sm_clock_discard_reason(self._telemetry.sm_clock_mhz(), self.expected_sm_clock_mhz,
+                                       self.sm_clock_threshold)
