@@ -267,7 +267,7 @@ def _level_names(fit: Any, spec: SpecView, threads: int = 1) -> list[str | None]
                 names.append(None)
                 continue
             nearest = min(remaining, key=lambda item: abs(math.log(
-                _capacity(boundary.capacity_bytes, item[0], spec, threads) / item[1])))
+                _capacity(boundary.capacity_bytes, item[0], spec, threads) / (item[1] or 1.0))))
             names.append(nearest[0])
             remaining = remaining[remaining.index(nearest) + 1 :]
         llc = spec.llc_bytes() or 0.0

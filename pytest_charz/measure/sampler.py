@@ -196,7 +196,6 @@ def sample(device: Device, fn: Callable[[], Any], settings: SamplerSettings) -> 
     recovery_s = settings.recovery_s
     next_check = settings.min_samples
     stop_reason = "time-budget"
-    rel = None
     while True:
         if settings.mode == "cold":
             device.flush_caches()
@@ -214,9 +213,8 @@ def sample(device: Device, fn: Callable[[], Any], settings: SamplerSettings) -> 
         measured_s += batch_s
         n = len(samples)
         if n >= next_check and measured_s >= settings.min_time_s:
-            med = stats.median(samples)
-            rel = stats.relative_halfwidth(stats.median_ci(samples, settings.ci_level), med)
-            if rel <= settings.noise_target:
+            center = stats.median(samples)
+            if stats.relative_halfwidth(stats.median_ci(samples, settings.ci_level), center) <= settings.noise_target:
                 stop_reason = "noise-target"
                 break
             next_check = _next_check(n)
