@@ -68,7 +68,7 @@ def test_ten_percent_more_work_is_drift_and_fails_with_the_evidence(suite):
     result.assert_outcomes(failed=1)
     assert case["verdict"]["outcome"] == "drift"
     assert case["verdict"]["ratio"] == pytest.approx(1.10, rel=0.01)
-    result.stdout.fnmatch_lines(["*charz drift*"])
+    result.stdout.fnmatch_lines(["*charz drift*", "verdicts: 1 drift"])
     assert "reference" in result.stdout.str()
 
 

@@ -68,6 +68,14 @@ def summary_lines(run: Mapping[str, Any], verbose: bool = False) -> list[str]:
     target = run.get("target", {})
     out = [f"target: {target.get('id')} ({target.get('name')})   cases: {len(cases)}"]
     out.extend(table.splitlines())
+    outcomes: dict[str, int] = {}
+    for case in cases:
+        outcome = (case.get("verdict") or {}).get("outcome")
+        if outcome:
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    if outcomes:
+        order = ("pass", "new", "inconclusive", "explained", "drift", "model-error")
+        out.append("verdicts: " + ", ".join(f"{outcomes[o]} {o}" for o in order if o in outcomes))
     noisy = sum(1 for c in cases if "noisy" in (c.get("flags") or []))
     suspicious = sum(1 for c in cases if set(c.get("flags") or []) - {"noisy"})
     if noisy or suspicious:
