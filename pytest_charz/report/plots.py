@@ -110,7 +110,9 @@ def _plot_levels(profile: Mapping[str, Any], key: str, ylabel: str, scale: float
         axes.annotate(f"{boundary['level']} ~{format_bytes(boundary['capacity_bytes'])}",
                       (boundary["capacity_bytes"], 0.95), xycoords=("data", "axes fraction"), rotation=90,
                       fontsize="small", ha="right", va="top")
-    axes.set(xscale="log", yscale="log", xlabel="working set (bytes)", ylabel=ylabel, title=TITLES[key])
+    threads = int(curve.get("threads") or 1)
+    xlabel = "working set (bytes)" + (f", total over {threads} threads" if threads > 1 else "")
+    axes.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=ylabel, title=TITLES[key])
     axes.legend(fontsize="small")
     return figure
 
