@@ -293,6 +293,9 @@ class CaseContext:
         from .measure.sampler import sample
         from .work import Work
 
+        if any(case["label"] == name for case in self.results):
+            raise UsageError(f"{self._node.nodeid} measures twice under the same name {name!r}: give each "
+                             "measurement of a test its own name= (it is part of the case's id)")
         if work is None:
             work = Work()
         if not isinstance(work, Work):

@@ -249,3 +249,25 @@ def test_a_parameter_marker_wins_over_the_function_marker(pytester, fake_clock, 
     settings = {c["params"]["n"]: c["settings"] for c in run_file(pytester)["cases"]}
     assert settings[1]["max_time_s"] == 0.5 and settings[2]["max_time_s"] == 0.25
     assert settings[2]["noise_target"] == 0.02
+
+
+def test_several_measurements_of_one_test_need_their_own_names(pytester, fake_clock, quiet_host):
+    pytester.makepyfile(test_two='''
+        from pytest_charz import Work
+        from pytest_charz.measure import clock
+
+        def test_named(charz):
+            fake = clock.current()
+            charz.measure(lambda: fake.advance(1000), work=Work(flops=1.0), name="small")
+            charz.measure(lambda: fake.advance(2000), work=Work(flops=2.0), name="large")
+
+        def test_unnamed_twice(charz):
+            fake = clock.current()
+            charz.measure(lambda: fake.advance(1000), work=Work(flops=1.0))
+            charz.measure(lambda: fake.advance(1000), work=Work(flops=1.0))
+    ''')
+    result = pytester.runpytest("--target=cpu", "--charz-out=run.json", "--charz-no-save")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*measures twice under the same name ''*"])
+    ids = [c["id"] for c in run_file(pytester)["cases"]]
+    assert "test_two.py::test_named::small" in ids and "test_two.py::test_named::large" in ids
