@@ -67,7 +67,9 @@ class CharzSession:
         if self.binding is None:
             from .devices.detect import open_device, select_target
 
-            spec, visible = select_target(self.config.getoption("charz_target"))
+            worker = self.xdist_worker
+            number = int(worker[2:]) if worker and worker[2:].isdigit() else None
+            spec, visible = select_target(self.config.getoption("charz_target"), worker=number)
             self.binding = Binding(spec, visible, open_device(visible))
         return self.binding
 

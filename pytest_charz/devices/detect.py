@@ -33,8 +33,15 @@ def describe(visible: list[VisibleDevice]) -> str:
     return "; ".join(f"{d.backend}:{d.index} ({d.name})" for d in visible)
 
 
-def default_target(visible: list[VisibleDevice]) -> tuple["TargetSpec", VisibleDevice]:
-    """The first visible accelerator that the catalogue recognises, else the host CPU."""
+def _pick(devices: list[VisibleDevice], worker: int | None) -> VisibleDevice:
+    """One of several matching devices: pytest-xdist worker ``gwN`` takes the N-th (modulo), so
+    with one worker per device every device is characterized by its own worker."""
+    return devices[(worker or 0) % len(devices)]
+
+
+def default_target(visible: list[VisibleDevice], worker: int | None = None) -> tuple["TargetSpec", VisibleDevice]:
+    """The first accelerator kind that the catalogue recognises (its devices shared among
+    pytest-xdist workers), else the host CPU."""
     from ..targets.catalogue import match_visible, resolve
 
     for device in visible:
@@ -42,26 +49,31 @@ def default_target(visible: list[VisibleDevice]) -> tuple["TargetSpec", VisibleD
             continue
         spec = match_visible(device)
         if spec is not None:
-            return spec, device
+            return select_target(spec.id, visible, worker)
     return resolve("cpu"), visible[0]
 
 
-def select_target(name: str | None, visible: list[VisibleDevice] | None = None) -> tuple["TargetSpec", VisibleDevice]:
-    """Resolve ``name`` (None: the default) and find the visible device it describes."""
+def select_target(name: str | None, visible: list[VisibleDevice] | None = None,
+                  worker: int | None = None) -> tuple["TargetSpec", VisibleDevice]:
+    """Resolve ``name`` (None: the default) and find the visible device it describes; with
+    several such devices, ``worker`` (the pytest-xdist worker number) picks one."""
     from ..targets.catalogue import match_visible, resolve
 
     visible = visible if visible is not None else visible_devices()
     if not name:
-        return default_target(visible)
+        return default_target(visible, worker)
     spec = resolve(name)
     if spec.identity.backend == "cpu":
         return spec, visible[0]
+    matching = []
     for device in visible:
         if device.backend == "cpu":
             continue
         matched = match_visible(device)
         if matched is not None and matched.id == spec.id:
-            return spec, device
+            matching.append(device)
+    if matching:
+        return spec, _pick(matching, worker)
     asked = f"{name!r}" if name.lower() == spec.id else f"{name!r} (resolves to {spec.id})"
     raise UsageError(
         f"target {asked}, {spec.identity.name}, is not visible on this machine; "
