@@ -492,3 +492,20 @@ def test_predict_on_the_catalogue_h100() -> None:
                          target="h100-sxm", model="spec-roofline")
     assert prediction.covered and prediction.bound == "compute:bf16"
     assert 0.9e-3 < prediction.time_s < 1.2e-3  # ~989 dense bf16 TFLOP/s on the datasheet
+
+
+def test_profile_fma_peak_is_the_vector_peak_and_gemm_raises_the_matrix_peak() -> None:
+    from pytest_charz.models.ceilings import Ceilings
+
+    profile = {"version": 1, "target": {"id": "h200", "kind": "gpu"}, "ceilings": [
+        {"name": "flops:fp16", "value": 1.2e14, "unit": "FLOP/s"},
+        {"name": "gemm:fp16", "value": 7.0e14, "unit": "FLOP/s"},
+        {"name": "flops:fp64", "value": 6.0e13, "unit": "FLOP/s"},
+        {"name": "gemm:fp64", "value": 5.0e13, "unit": "FLOP/s"},
+        {"name": "gemm:bf16", "value": 7.2e2, "unit": "TFLOP/s"},
+    ]}
+    ceilings = Ceilings.from_profile(profile)
+    assert ceilings.peak("fp16", "gemm") == pytest.approx(7.0e14)
+    assert ceilings.peak("fp16", "fma") == pytest.approx(1.2e14)
+    assert ceilings.peak("fp64", "gemm") == pytest.approx(6.0e13)       # FMA chains beat the GEMM
+    assert ceilings.peak("bf16", "gemm") == pytest.approx(7.2e14)

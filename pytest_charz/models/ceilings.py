@@ -13,6 +13,7 @@ Capability profile contract (version 1), the mapping :meth:`Ceilings.from_profil
      "ceilings": [
         {"name": "flops:bf16",        "value": 7.1e14, "unit": "FLOP/s", "source": "..."},
         {"name": "flops:fp64:vector", "value": 2.6e13, "unit": "FLOP/s"},   # non-matrix peak
+        {"name": "gemm:bf16",         "value": 6.9e14, "unit": "FLOP/s"},   # the vendor GEMM's best
         {"name": "bandwidth:dram",    "value": 3.0e12, "unit": "B/s"},
         {"name": "capacity:l2",       "value": 5.2e7,  "unit": "B"},
         {"name": "latency:l1",        "value": 1.2e-9, "unit": "s"},
@@ -21,7 +22,9 @@ Capability profile contract (version 1), the mapping :meth:`Ceilings.from_profil
         {"name": "compute_units",     "value": 132},
      ]}
 
-Names are ``<quantity>:<key>`` with keys from :mod:`pytest_charz.work` (dtypes, memory levels,
+``flops:<dtype>`` (FMA chains) is the vector peak of that dtype; the matrix peak of a dtype is
+the higher of ``flops:<dtype>`` and ``gemm:<dtype>``. Names are ``<quantity>:<key>`` with keys
+from :mod:`pytest_charz.work` (dtypes, memory levels,
 transfer kinds). ``unit`` may be omitted (SI base units assumed) or a scaled unit (``TFLOP/s``,
 ``GB/s``, ``GiB/s``, ``ns``, ``us``, ``MiB``...). A ``value`` of null means "not measured". Names
 with other quantities (contention, power...) are ignored: profiles carry more than models use. A
@@ -299,6 +302,7 @@ _UNIT_SCALE: dict[str, dict[str, float]] = {
 # quantity -> (Ceilings field, allowed keys); None = no key (a scalar figure)
 _QUANTITIES: dict[str, tuple[str, tuple[str, ...] | None]] = {
     "flops": ("peak_flops", DTYPES),
+    "gemm": ("peak_flops", DTYPES),
     "bandwidth": ("bandwidth_bytes_per_s", MEMORY_LEVELS),
     "capacity": ("capacity_bytes", MEMORY_LEVELS),
     "latency": ("latency_s", MEMORY_LEVELS),
@@ -366,12 +370,21 @@ def _read_profile(profile: Mapping[str, Any]) -> dict[str, Any]:
                 if latency is not None:
                     out["link_latency_s"][key] = _check_figure("link_latency_s", Figure(latency, source), key)
                 continue
-            value = _scaled(entry, "value", quantity, entry.get("unit"))
+            value = _scaled(entry, "value", "flops" if quantity == "gemm" else quantity, entry.get("unit"))
             if value is None:
                 continue
             figure = _check_figure(field_name, Figure(value, source), key)
         except UsageError as exc:
             raise FormatError(f"profile ceiling {name!r}: {exc}") from exc
+        if field_name == "peak_flops":
+            # flops:<dtype> (FMA chains) is the vector peak, gemm:<dtype> what the vendor GEMM
+            # reached; a matrix op's ceiling is the higher of the two.
+            if quantity == "flops":
+                out["vector_peak_flops"].setdefault(key, figure)
+            current = out["peak_flops"].get(key)
+            if current is None or figure.value > current.value:
+                out["peak_flops"][key] = figure
+            continue
         if keys is None:
             out[field_name] = figure
         else:
