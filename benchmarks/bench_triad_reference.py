@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     if not reference.openmp:
         raise CharzError(f"{REFERENCE_SOURCE.name} needs OpenMP, and the compiler could not build with -fopenmp")
     kernels = cpu.kernel_build()
-    print(f"compiler: {kernels.compiler}; flags: {' '.join(kernels.flags)}")
+    print(f"compiler: {kernels.artifact.compiler.version}; flags: {' '.join(kernels.artifact.flags)}")
     print(f"n={n} doubles per array ({3 * n * 8 / 2**30:.2f} GiB in all), threads={threads}, "
           f"rounds={options.rounds}, reps={options.reps}")
     arrays = cpu.stream_arrays(n, seed=1, threads=threads)

@@ -3,11 +3,11 @@ the calibrated error band of the case's regime, and the store's rules."""
 from __future__ import annotations
 
 import os
-import re
 from typing import TYPE_CHECKING, Any, Mapping
 
 from .errors import UsageError
 from .options import DEFAULT_THRESHOLD
+from .store import store_target_key
 
 if TYPE_CHECKING:
     import pytest
@@ -16,25 +16,6 @@ if TYPE_CHECKING:
     from .targets.spec import TargetSpec
     from .verdict import Verdict
     from .work import Work
-
-
-def target_key(target_id: str, kind: str, name: str) -> str:
-    """The baseline directory of a target. The host CPU is keyed by its model name, since
-    references of one CPU say nothing about another."""
-    if kind == "cpu" and target_id == "cpu":
-        slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-        return f"cpu-{slug}" if slug else "cpu"
-    return target_id
-
-
-def store_target_key(spec: "TargetSpec") -> str:
-    return target_key(spec.id, spec.identity.kind, spec.identity.name)
-
-
-def run_target_key(run: Mapping[str, Any]) -> str:
-    """The baseline directory of the target a run file was measured on."""
-    target = run.get("target") or {}
-    return target_key(str(target.get("id", "")), str(target.get("kind", "")), str(target.get("name", "")))
 
 
 class CaseJudge:
@@ -53,9 +34,9 @@ class CaseJudge:
         ceilings = Ceilings.from_spec(spec)
         profile_path = config.getoption("charz_profile")
         if profile_path:
-            from .models.api import _load_profile
+            from .models.api import read_profile
 
-            ceilings = Ceilings.from_profile(_load_profile(profile_path)).filled_from(ceilings)
+            ceilings = Ceilings.from_profile(read_profile(profile_path)).filled_from(ceilings)
         self.ceilings = ceilings
         self.calibration_file = self._load_calibration(root)
         threshold = config.getoption("charz_threshold")

@@ -10,7 +10,7 @@ import json
 import os
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from .errors import FormatError, UsageError
 
@@ -187,12 +187,3 @@ def merge_runs(path: str, interrupted: bool = False) -> bool:
     for leftover in parts + journals:
         os.unlink(leftover)
     return True
-
-
-def cases_by_id(runs: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
-    """Group the cases of several runs by case id (node id plus measure label)."""
-    grouped: dict[str, list[Mapping[str, Any]]] = {}
-    for run in runs:
-        for case in run["cases"]:
-            grouped.setdefault(case["id"], []).append(case)
-    return grouped

@@ -23,13 +23,16 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from .errors import FormatError, UsageError
 from .explain import conditions_summary, provenance_summary
+
+if TYPE_CHECKING:
+    from .targets.spec import TargetSpec
 
 BASELINE_VERSION = 1
 BASELINE_KIND = "charz-baseline"
@@ -69,6 +72,25 @@ def suite_module(suite: str) -> str:
 
 def target_directory(target_id: str) -> str:
     return _sanitize(target_id, "target id")
+
+
+def target_key(target_id: str, kind: str, name: str) -> str:
+    """The baseline directory of a target. The host CPU is keyed by its model name, since
+    references of one CPU say nothing about another."""
+    if kind == "cpu" and target_id == "cpu":
+        slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+        return f"cpu-{slug}" if slug else "cpu"
+    return target_id
+
+
+def store_target_key(spec: "TargetSpec") -> str:
+    return target_key(spec.id, spec.identity.kind, spec.identity.name)
+
+
+def run_target_key(run: Mapping[str, Any]) -> str:
+    """The baseline directory of the target a run file was measured on."""
+    target = run.get("target") or {}
+    return target_key(str(target.get("id", "")), str(target.get("kind", "")), str(target.get("name", "")))
 
 
 def now_iso() -> str:
@@ -381,6 +403,9 @@ class DirectoryStore(_DocumentStore):
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = os.fspath(root)
+        # Parsed documents by path, with the file identity they were parsed from: each case of a
+        # session reads its suite's file, which changes only when a reference is written.
+        self._parsed: dict[str, tuple[tuple[int, int, int], dict[str, Any]]] = {}
 
     def path(self, target_id: str, suite: str) -> str:
         return os.path.join(self.root, target_directory(target_id), suite_module(suite) + ".json")
@@ -391,14 +416,21 @@ class DirectoryStore(_DocumentStore):
     def _load(self, target_id: str, module: str) -> dict[str, Any] | None:
         path = self.path(target_id, module)
         try:
+            status = os.stat(path)
+            identity = (status.st_ino, status.st_mtime_ns, status.st_size)
+            cached = self._parsed.get(path)
+            if cached is not None and cached[0] == identity:
+                return cached[1]
             with open(path, encoding="utf-8") as handle:
-                return json.load(handle)      # type: ignore[no-any-return]
+                document: dict[str, Any] = json.load(handle)
         except FileNotFoundError:
             return None
         except json.JSONDecodeError as exc:
             raise FormatError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
         except UnicodeDecodeError as exc:
             raise FormatError(f"{path}: not UTF-8 text ({exc.reason})") from None
+        self._parsed[path] = (identity, document)
+        return document
 
     @contextlib.contextmanager
     def _exclusive(self, target_id: str) -> Iterator[None]:

@@ -109,19 +109,6 @@ class Work:
         moved = self.bytes.get(level, 0.0)
         return self.total_flops / moved if moved else float("inf")
 
-    def scaled(self, factor: float) -> "Work":
-        """The same work done ``factor`` times (launches and accesses rounded)."""
-        return Work(
-            {k: v * factor for k, v in self.flops.items()},
-            {k: v * factor for k, v in self.bytes.items()},
-            launches=int(round(self.launches * factor)),
-            transfers={k: v * factor for k, v in self.transfers.items()},
-            collectives=self.collectives,
-            op=self.op,
-            shape=self.shape,
-            accesses=int(round(self.accesses * factor)),
-        )
-
     def to_json(self) -> dict[str, Any]:
         return {
             "flops": dict(self.flops),

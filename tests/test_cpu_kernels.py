@@ -349,10 +349,10 @@ def test_compiler_without_openmp_falls_back(tmp_path: Path, monkeypatch: pytest.
 
 def test_kernel_library_describes_its_build() -> None:
     facts = cpu.kernel_build()
-    assert facts.path.exists() and os.access(facts.path, os.R_OK)
+    assert facts.artifact.path.exists() and os.access(facts.artifact.path, os.R_OK)
     assert facts.vector_bytes in (16, 32, 64)
     assert facts.fma_chains >= 12
-    assert ("-fopenmp" in facts.flags) == facts.openmp
+    assert ("-fopenmp" in facts.artifact.flags) == facts.openmp
 
 
 def test_threads_beyond_one_need_openmp(monkeypatch: pytest.MonkeyPatch) -> None:

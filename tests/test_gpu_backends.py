@@ -30,7 +30,11 @@ from pytest_charz.devices.amdsmi_telemetry import (
     parse_process_list,
 )
 from pytest_charz.devices.base import Device, VisibleDevice
-from pytest_charz.devices.nvml import NvmlTelemetry, decode_clock_event_reasons, sm_clock_discard_reason
+from pytest_charz.devices.nvml import (
+    NvmlTelemetry,
+    decode_clock_event_reasons,
+    sm_clock_discard_reason,
+)
 from pytest_charz.errors import MissingExtraError, UsageError
 from pytest_charz.kernels import gpu
 from pytest_charz.measure.conditions import Snapshot, compare
@@ -328,7 +332,8 @@ def test_backends_name_the_extra_when_their_library_is_missing(no_gpu_libraries)
 
 
 def test_cuda_helpers() -> None:
-    from pytest_charz.devices.cuda import flush_bytes, format_cuda_version, format_uuid
+    from pytest_charz.devices.cuda import format_cuda_version, format_uuid
+    from pytest_charz.devices.gpu_common import flush_bytes
     from pytest_charz.devices.rocm import last_level_cache_bytes
 
     assert format_cuda_version(12040) == "12.4" and format_cuda_version(11080) == "11.8"

@@ -149,7 +149,7 @@ def test_a_clock_change_during_the_case_is_flagged(suite, monkeypatch):
 
 def write_calibration(pytester, band):
     """A calibration of the composite model on this host with the given compute-regime band."""
-    from pytest_charz.judging import store_target_key
+    from pytest_charz.store import store_target_key
     from pytest_charz.models.calibrate import Calibration
     from pytest_charz.models.ceilings import Ceilings
     from pytest_charz.models.fit import CalibrationFile

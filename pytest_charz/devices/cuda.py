@@ -23,8 +23,8 @@ from typing import Any, Callable, Iterator
 
 from ..errors import UsageError, require_extra
 from .base import DeviceInfo
-from .gpu_common import TelemetryDiscards
 from .detect_gpu import normalize_pci_bus_id, sysfs_pci_device_id
+from .gpu_common import TelemetryDiscards, flush_bytes
 from .nvml import SM_CLOCK_THRESHOLD, NvmlTelemetry
 
 #: Resolution of CUDA events: "around 0.5 microseconds" (CUDA Runtime API reference,
@@ -45,11 +45,6 @@ def format_uuid(raw: bytes | str) -> str:
     if len(h) != 32:
         raise ValueError(f"a CUDA UUID has 16 bytes, got {len(raw)}")
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-
-
-def flush_bytes(l2_cache_bytes: int) -> int:
-    """Bytes written to evict the L2: twice its size (at least 1 MiB), a multiple of 4 bytes."""
-    return max(2 * int(l2_cache_bytes), 1 << 20) // 4 * 4
 
 
 def _optional_torch() -> Any | None:

@@ -1,10 +1,16 @@
-"""What the cuda and rocm backends share: telemetry reads and the clock-based sample discard."""
+"""What the cuda and rocm backends share: the cache-flush size, telemetry reads and the
+clock-based sample discard."""
 from __future__ import annotations
 
 from typing import Any
 
 from ..measure.conditions import DeviceTelemetry
 from .nvml import sm_clock_discard_reason
+
+
+def flush_bytes(l2_cache_bytes: int) -> int:
+    """Bytes written to evict the last-level cache: twice its size (at least 1 MiB), a multiple of 4 bytes."""
+    return max(2 * int(l2_cache_bytes), 1 << 20) // 4 * 4
 
 
 class TelemetryDiscards:

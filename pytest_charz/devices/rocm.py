@@ -20,9 +20,8 @@ from typing import Any, Callable, Iterator
 from ..errors import UsageError, require_extra
 from .amdsmi_telemetry import AmdsmiTelemetry
 from .base import DeviceInfo
-from .gpu_common import TelemetryDiscards
-from .cuda import flush_bytes
 from .detect_gpu import sysfs_pci_device_id
+from .gpu_common import TelemetryDiscards, flush_bytes
 from .nvml import SM_CLOCK_THRESHOLD
 
 #: Resolution of HIP events: about 1 microsecond (HIP runtime API reference,

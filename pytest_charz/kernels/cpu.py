@@ -72,11 +72,10 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
 
 @dataclass(frozen=True)
 class KernelBuild:
-    """Facts about the loaded kernel library: SIMD width, FMA chains per thread, OpenMP."""
+    """Facts about the loaded kernel library: how it was built, SIMD width, FMA chains per
+    thread, OpenMP."""
 
-    path: Path
-    compiler: str
-    flags: tuple[str, ...]
+    artifact: BuiltArtifact
     vector_bytes: int
     fma_chains: int
     openmp_version: int
@@ -100,13 +99,12 @@ def _lib() -> ctypes.CDLL:
     return _loaded()[0]
 
 
+@lru_cache(maxsize=1)
 def kernel_build() -> KernelBuild:
     """Build (at first use) and describe the kernel library."""
     library, artifact = _loaded()
     return KernelBuild(
-        path=artifact.path,
-        compiler=artifact.compiler.version,
-        flags=artifact.flags,
+        artifact=artifact,
         vector_bytes=int(library.charz_vector_bytes()),
         fma_chains=int(library.charz_fma_chains()),
         openmp_version=int(library.charz_openmp()),

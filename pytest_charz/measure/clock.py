@@ -65,10 +65,6 @@ def now_ns() -> int:
     return _current.now_ns()
 
 
-def now_s() -> float:
-    return _current.now_ns() / 1e9
-
-
 def sleep(seconds: float) -> None:
     _current.sleep(seconds)
 

@@ -43,7 +43,8 @@ def get_model(name: str) -> Model:
     return MODELS[name]()
 
 
-def _load_profile(profile: Mapping[str, Any] | str | os.PathLike[str]) -> Mapping[str, Any]:
+def read_profile(profile: Mapping[str, Any] | str | os.PathLike[str]) -> Mapping[str, Any]:
+    """A capability profile given as a mapping or a JSON file path (UsageError when unreadable)."""
     if isinstance(profile, Mapping):
         return profile
     try:
@@ -67,7 +68,7 @@ def ceilings_for(target: str, model: str = "composite", profile: ProfileArg = No
         if model == "empirical-roofline":
             raise UsageError("empirical-roofline predicts from measured ceilings: pass profile=")
         return spec_ceilings
-    measured = Ceilings.from_profile(_load_profile(profile))
+    measured = Ceilings.from_profile(read_profile(profile))
     if measured.target_id and measured.target_id != spec_ceilings.target_id:
         raise UsageError(
             f"the profile is of {measured.target_id!r}, not of target {spec_ceilings.target_id!r}; "

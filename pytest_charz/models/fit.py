@@ -482,14 +482,14 @@ def calibrate(runs: Sequence[Mapping[str, Any] | str], model: str = "composite",
 def calibrate_command(args: Any) -> int:
     """``charz calibrate RUN... [--model M] [--out PATH]``: fit and write the calibration file."""
     from ..run import atomic_write_json
+    from ..store import run_target_key
 
-    calfile = calibrate(list(args.runs), model=args.model, target=getattr(args, "target", None),
+    loaded = load_runs(list(args.runs))
+    calfile = calibrate([{**run, "path": path} for path, run in loaded], model=args.model,
+                        target=getattr(args, "target", None),
                         level=getattr(args, "level", 0.9), calibrate_on=getattr(args, "calibrate_on", None),
                         holdout=None if getattr(args, "no_holdout", False) else "alternate")
-    from ..judging import run_target_key
-    from ..run import load_run
-
-    key = run_target_key(load_run(list(args.runs)[0]))
+    key = run_target_key(next(run for _, run in loaded if (run.get("target") or {}).get("id") == calfile.target))
     out = args.out or os.path.join("baselines", key, f"calibration-{calfile.model}.json")
     try:
         atomic_write_json(out, calfile.to_json())

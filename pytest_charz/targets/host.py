@@ -358,6 +358,7 @@ def measure_clocks(texts: HostTexts, fma_units_override: str | None = None) -> H
 
 @functools.lru_cache(maxsize=4)
 def _cached_host_spec(fma_units_override: str | None, clock_override: str | None) -> TargetSpec:
+    # clock_override is part of the cache key only: read_host_texts reads it from the environment.
     texts = read_host_texts()
     if not texts.cpufreq_max_khz and not texts.clock_override_mhz:
         texts = measure_clocks(texts, fma_units_override)
