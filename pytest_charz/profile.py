@@ -16,8 +16,8 @@ Profile JSON (version 1)::
                                 "conditions": {...}},
                    "caveats": [...],
                    # transfer:<kind> also: "bandwidth", "latency_s", "fit": {"r2", "points"}}],
-     "curves": {"bandwidth" | "copy" | "latency" | "stream" | "flops" | "transfer" | "overhead"
-                | "contention": ...},
+     "curves": {"bandwidth" | "copy" | "latency" | "latency_random" | "stream" | "flops" | "transfer"
+                | "overhead" | "contention": ...},
      "caveats": [...]}
 """
 from __future__ import annotations

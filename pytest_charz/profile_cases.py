@@ -21,6 +21,10 @@ from .work import MEMORY_LEVELS
 Case = Mapping[str, Any]
 # STREAM cases count for main-memory bandwidth when their working set exceeds this many LLCs.
 LLC_MULTIPLE = 4
+# A capacity from the bandwidth curve notes the latency curve's boundary when they differ more.
+CAPACITY_DISAGREE = 1.5
+# A transfer bandwidth is read from the transfers within this factor of the largest size.
+LARGE_TRANSFER_SPAN = 16
 KNOWN_OPS = ("fma", "gemm", "stream", "read", "chase", "copy", "transfer", "launch", "dispatch", "wakeup",
              "contention")
 _IDLE_REASONS = ("gpu_idle", "idle")
@@ -287,10 +291,17 @@ def _levels(cases: list[Case], value_of: Callable[[Case], float], quantity: str,
     """Level figures (``quantity:<level>``) and capacities (``capacity:<level>``) from one curve
     measured with ``threads`` threads sharing each working set."""
     cases = sorted(cases, key=lambda c: _working_set(c) or 0.0)
+    # Points that missed their noise target stay on the curve but do not shape the levels, as
+    # long as two thirds of the curve is left: a disturbance during one case is not a level.
+    steady = [c for c in cases if "noisy" not in (c.get("flags") or ())]
+    fitted = steady if len(steady) >= max(2.0, 2 * len(cases) / 3) else cases
+    used = {id(c) for c in fitted}
+    points = [{"case": c.get("id"), "working_set_bytes": _working_set(c) or 0.0, "value": value_of(c),
+               "used": id(c) in used} for c in cases]
+    curve: dict[str, Any] = {"unit": unit, "points": points, "plateaus": [], "boundaries": []}
+    cases = fitted
     sizes = [_working_set(c) or 0.0 for c in cases]
     values = [value_of(c) for c in cases]
-    points = [{"case": c.get("id"), "working_set_bytes": s, "value": v} for c, s, v in zip(cases, sizes, values)]
-    curve: dict[str, Any] = {"unit": unit, "points": points, "plateaus": [], "boundaries": []}
     if len({s for s in sizes}) < 2 or not all(s > 0 for s in sizes):
         return [], [], curve
     noises = [(c.get("measurement") or {}).get("rel_ci_halfwidth") for c in cases]
@@ -322,11 +333,38 @@ def _levels(cases: list[Case], value_of: Callable[[Case], float], quantity: str,
                                         "lower_size_bytes": boundary.lower_size_bytes,
                                         "upper_size_bytes": boundary.upper_size_bytes,
                                         "value_before": boundary.value_before, "value_after": boundary.value_after})
+    if len(fitted) < len(points):
+        for figure in levels + capacities:
+            figure.notes.append(f"{len(points) - len(fitted)} point(s) of the curve missed their noise target "
+                                "and were not used to find the levels")
     if any(name is None for name in names):
         levels_text = ", ".join(f"{p.value:.4g}" for p, n in zip(fit.plateaus, names) if n is None)
         for figure in levels:
             figure.notes.append(f"plateaus not matched to a memory level: {levels_text} {unit}")
     return levels, capacities, curve
+
+
+def _latency_levels(cases: list[Case], spec: SpecView) -> tuple[list[CaseFigures], list[CaseFigures],
+                                                                  dict[str, Any], dict[str, Any] | None]:
+    """Latency levels from the chase cases: from the page-local walks when there are some (the
+    latency of each level with few TLB misses), else from every chase. The fully random walks
+    beside page-local ones make a second curve, latency with a TLB miss on nearly every load,
+    and the last level's figure says what such a walk cost at the largest working set."""
+    local = [c for c in cases if _shape(c).get("pattern") == "page-local"]
+    walk = [c for c in cases if _shape(c).get("pattern") != "page-local"] if local else []
+    note = " (page-local walk: random order within 64 KiB windows)" if local else ""
+    levels, caps, curve = _levels(local or cases, _latency_s, "latency", "s", "latency_ns", 1e-9, spec, note)
+    if not walk:
+        return levels, caps, curve, None
+    walk.sort(key=lambda c: _working_set(c) or 0.0)
+    points = [{"case": c.get("id"), "working_set_bytes": _working_set(c), "value": _latency_s(c),
+               "hugepages": _shape(c).get("hugepages")} for c in walk]
+    largest = points[-1]
+    if levels:
+        levels[-1].notes.append(
+            f"a fully random walk (a TLB miss on nearly every load) takes {largest['value'] * 1e9:.4g} ns per load "
+            f"over {format_bytes(largest['working_set_bytes'])}")
+    return levels, caps, curve, {"unit": "s", "points": points}
 
 
 def _bandwidth_group(cases: list[Case]) -> tuple[list[Case], int]:
@@ -346,6 +384,21 @@ def _latency_s(case: Case) -> float:
 def _transfer_bytes(case: Case) -> float:
     size = _shape(case).get("bytes")
     return float(size) if isinstance(size, (int, float)) else float(sum((_work(case).get("transfers") or {}).values()))
+
+
+def _large_transfer_bandwidth(sizes: list[float], times: list[float], latency_s: float,
+                              fitted: float) -> tuple[float, str]:
+    """Bandwidth of the largest transfers, those within ``LARGE_TRANSFER_SPAN`` of the largest
+    size: the median of size / (time - latency). A single line through every size is pulled by
+    the small ones wherever the curve is not one alpha-beta (host memory copies go from cache to
+    DRAM as they grow); the large transfers are what a bandwidth is quoted for."""
+    largest = max(sizes)
+    rates = [s / (t - latency_s) for s, t in zip(sizes, times) if s >= largest / LARGE_TRANSFER_SPAN and t > latency_s]
+    if not rates:
+        return fitted, "bandwidth from the fit over every size"
+    bandwidth = statistics.median(rates)
+    return bandwidth, (f"bandwidth: median over the {len(rates)} transfer(s) of {format_bytes(largest / LARGE_TRANSFER_SPAN)}"
+                       f" or more, less the fitted latency (the fit over every size: {fitted / 1e9:.3g} GB/s)")
 
 
 def _transfers(cases: list[Case], spec: SpecView) -> tuple[list[CaseFigures], dict[str, Any]]:
@@ -375,6 +428,10 @@ def _transfers(cases: list[Case], spec: SpecView) -> tuple[list[CaseFigures], di
         except UsageError:
             bandwidth, latency = max(s / t for s, t in zip(sizes, times)), None
             notes.append("one transfer size only: no latency fit, bandwidth of that size")
+        if bandwidth is not None and latency is not None:
+            bandwidth, large_note = _large_transfer_bandwidth(sizes, times, latency, bandwidth)
+            notes.append(large_note)
+            fits[kind]["bandwidth"] = bandwidth
         rates = [s / t for s, t in zip(sizes, times)]
         best = used[rates.index(max(rates))]
         peak, source, spec_latency = spec.link(kind)
@@ -462,11 +519,15 @@ def find_ceilings(run: Mapping[str, Any]) -> tuple[list[CaseFigures], dict[str, 
         for cap in caps:
             capacities.setdefault(cap.name, cap)
     if by_op.get("chase"):
-        chase = [c for c in by_op["chase"] if _working_set(c)]
-        levels, caps, curves["latency"] = _levels(chase, _latency_s, "latency", "s", "latency_ns", 1e-9, spec, "")
+        levels, caps, curves["latency"], walk = _latency_levels([c for c in by_op["chase"] if _working_set(c)], spec)
+        if walk:
+            curves["latency_random"] = walk
         figures.extend(levels)
         for cap in caps:
-            capacities.setdefault(cap.name, cap)
+            kept = capacities.setdefault(cap.name, cap)
+            if kept is not cap and kept.value and cap.value and max(kept.value / cap.value,
+                                                                    cap.value / kept.value) > CAPACITY_DISAGREE:
+                kept.notes.append(f"the latency curve puts this boundary at {format_bytes(cap.value)}")
     figures.extend(capacities.values())
     if by_op.get("transfer"):
         found, curves["transfer"] = _transfers(by_op["transfer"], spec)

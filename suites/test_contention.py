@@ -1,8 +1,9 @@
 """Contention: a kernel alone, then the same kernel while something else loads a shared resource.
 
-Each test measures two cases of one pair (``shape.pair``): ``role="alone"`` and, right after on
-the same inputs, ``role="contended"`` with the aggressor running; the profile reports the
-slowdown, contended median over alone median.
+Each test measures the cases of one pair (``shape.pair``): ``role="alone"``, right after on the
+same inputs ``role="contended"`` with the aggressor running, and on the CPU ``role="alone"``
+once more (``alone-after``); the profile reports the slowdown, contended median over the median
+of the alone cases, so that a drift of the machine during the pair is not read as interference.
 
 CPU. The cores are split in two: the victim runs on half of them (one on a two-core machine),
 ``kernels.cpu.BackgroundTraffic`` streams reads over a buffer twice the last-level cache (so its
@@ -33,7 +34,7 @@ SCALAR = 3.0
 FMA_CALL_ITERS_START = 10_000
 #: Aggressor copies queued per victim launch on the GPU (each over arrays as large as the victim's).
 GPU_AGGRESSOR_COPIES = 2
-#: Budgets of one CPU case (each test measures two): small victims, and main-memory ones.
+#: Budgets of one CPU case (each test measures three): small victims, and main-memory ones.
 MAX_TIME_S = 0.6
 LARGE_MAX_TIME_S = 2.0
 
@@ -126,6 +127,9 @@ def test_contention_cpu(charz: Any, device: Any, size_plan: Any, cpu_pair: tuple
         charz.measure(run, work=Work(op="contention", shape={**shape, "role": "contended"}, **base),
                       name="contended")
     assert load.result.bytes_moved > 0, "the aggressor did not run"
+    # Alone again: the slowdown divides by the median of the alone measurements either side of the
+    # contended one, so a drift of the machine during the pair does not pass for interference.
+    charz.measure(run, work=Work(op="contention", shape={**shape, "role": "alone"}, **base), name="alone-after")
 
 
 @pytest.mark.charz(noise=0.02, max_time=1.0, quick={"max_time": 0.2})

@@ -16,20 +16,27 @@ threads (the profile's level curve) and on one thread up to 16 times the per-cor
 per-core L1 and L2 rates). Each point's bytes are booked to the level its working set fits in:
 a per-core cache holds one thread's share, a shared cache the whole buffer.
 
-Latency: a pointer chase through one random cycle over every 64-byte line of the buffer
-(Sattolo's algorithm, so no prefetcher can follow), each load's address being the previous
-load's value. A call follows enough steps to last over a millisecond and continues where the
-previous call stopped, so in a measurement no line is visited twice before the whole cycle has
-been walked: the working set is the buffer, not the lines one call touches.
+Latency: a pointer chase through one cycle over every 64-byte line of the buffer, each load's
+address being the previous load's value. A call follows enough steps to last a few milliseconds
+and continues where the previous call stopped, so in a measurement no line is visited twice
+before the whole cycle has been walked: the working set is the buffer, not the lines one call
+touches. Two orders (``kernels.cpu.chase_build``):
 
-TLB effects. With 4 KiB pages a random walk over more memory than the TLBs cover (a few MiB
-with the second-level TLB) adds a page walk to most loads, and under virtualisation a
-two-dimensional one: the "DRAM latency" of a 4 KiB-page chase is cache miss plus TLB miss. The
-CPU chase therefore asks for transparent huge pages (2 MiB, ``madvise(MADV_HUGEPAGE)``) on
-buffers of 4 MiB and more, which removes most TLB misses up to gigabytes; the case's shape says
-whether the hint was taken (``hugepages``). ``--charz-chase-pages=base`` keeps 4 KiB pages to
-measure the latency a program without huge pages sees. The hint stays a hint: with THP set to
-``never`` the kernel refuses it and the case falls back to base pages, recording so.
+- ``page-local`` (the latency staircase, two points per octave): the lap walks windows of
+  64 KiB in random order and, inside each, the lines in random order, even lines in the first
+  half-lap and odd ones in the second, so no stride or adjacent-line prefetcher helps while a
+  page's TLB miss is shared by the 32 loads of its half-lap: the latency of the level, with a
+  TLB miss on about 3% of loads.
+- ``random`` (from 4 MiB up, one point per octave): one uniformly random cycle (Sattolo's
+  algorithm). Past the reach of the TLBs nearly every load is also a TLB miss and a page walk,
+  two-dimensional under virtualisation; the difference to the page-local curve is what TLB
+  misses cost a program that touches memory at random.
+
+Both ask for transparent huge pages (2 MiB, ``madvise(MADV_HUGEPAGE)``) on buffers of 4 MiB and
+more; the case's shape says whether the hint was taken (``hugepages``), though not whether the
+hypervisor backs the guest's huge pages with huge pages of its own. ``--charz-chase-pages=base``
+keeps 4 KiB pages. With THP set to ``never`` the kernel refuses the hint and the case falls back
+to base pages, recording so.
 
 GPU (cuda): STREAM over arrays past 4x the L2 with a grid filling every SM; a copy sweep over
 working sets (one pass per launch: below the L2 size it measures the L2, above it HBM, and for
@@ -42,7 +49,7 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-from _sizes import (MIB, beyond_llc_bytes, count_for_duration, format_bytes_id, geometric_sizes, in_quick_sweep,
+from _sizes import (MIB, QUICK_MAX_BYTES, beyond_llc_bytes, count_for_duration, format_bytes_id, geometric_sizes, in_quick_sweep,
                     memory_level, not_this_backend, plan_for, size_params, stream_array_bytes, sweep_sizes)
 from pytest_charz import Work
 
@@ -58,6 +65,8 @@ GPU_CHASE_LINE_BYTES = 128
 #: A chase call lasts about this long.
 CHASE_CALL_S = 2e-3
 HUGEPAGE_MIN_BYTES = 4 * MIB
+#: The fully random chase (TLB misses included) runs from here up, one point per octave.
+RANDOM_CHASE_FROM_BYTES = 4 * MIB
 #: Budgets of a read case: one call of a large working set takes a good part of a second.
 READ_MAX_TIME_S = 0.35
 READ_LARGE_MAX_TIME_S = 1.5
@@ -95,8 +104,18 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         else:
             cases = cpu_only
         metafunc.parametrize("read_case", cases)
-    if "chase_bytes" in names:
-        metafunc.parametrize("chase_bytes", size_params(sweep_sizes(plan), 2) if cpu else cpu_only)
+    if "chase_case" in names:
+        if cpu:
+            local = [pytest.param(("page-local", p.values[0]), id=f"page-local-{p.id}", marks=p.marks)
+                     for p in size_params(sweep_sizes(plan), 2)]
+            tlb_sizes = [size for size in sweep_sizes(plan, 1) if size >= RANDOM_CHASE_FROM_BYTES]
+            walk = [pytest.param(("random", p.values[0]), id=f"random-{p.id}", marks=p.marks)
+                    for p in size_params(tlb_sizes, 1,
+                                         quick=lambda size: size in (RANDOM_CHASE_FROM_BYTES, QUICK_MAX_BYTES))]
+            cases = local + walk
+        else:
+            cases = cpu_only
+        metafunc.parametrize("chase_case", cases)
     if "gpu_stream_kernel" in names:
         cases = [pytest.param(k, id=k) for k in STREAM_KERNELS] if plan.backend == "cuda" else cuda_only
         metafunc.parametrize("gpu_stream_kernel", cases)
@@ -212,18 +231,19 @@ def check_chase_buffer(buffer: np.ndarray, line_bytes: int) -> None:
 
 
 @pytest.mark.charz(noise=0.02, max_time=0.35, quick={"max_time": 0.12})
-def test_chase_cpu(charz: Any, device: Any, pytestconfig: pytest.Config, chase_bytes: int) -> None:
+def test_chase_cpu(charz: Any, device: Any, pytestconfig: pytest.Config, chase_case: tuple[str, int]) -> None:
     from pytest_charz.errors import CharzError
     from pytest_charz.kernels import cpu
 
+    pattern, chase_bytes = chase_case
     lines = chase_bytes // CHASE_LINE_BYTES
     seed = _seed(charz)
     hugepages = pytestconfig.getoption("charz_chase_pages") == "huge" and chase_bytes >= HUGEPAGE_MIN_BYTES
     try:
-        buffer = cpu.chase_build(lines, CHASE_LINE_BYTES, seed=seed, hugepages=hugepages)
+        buffer = cpu.chase_build(lines, CHASE_LINE_BYTES, seed=seed, hugepages=hugepages, pattern=pattern)
     except CharzError:          # the kernel refused the hint: base pages, and the shape says so
         hugepages = False
-        buffer = cpu.chase_build(lines, CHASE_LINE_BYTES, seed=seed)
+        buffer = cpu.chase_build(lines, CHASE_LINE_BYTES, seed=seed, pattern=pattern)
     check_chase_buffer(buffer, CHASE_LINE_BYTES)
     if lines <= 1 << 20:        # walking the whole cycle is cheap up to 64 MiB
         assert cpu.chase_cycle_length(buffer, CHASE_LINE_BYTES) == lines
@@ -243,7 +263,8 @@ def test_chase_cpu(charz: Any, device: Any, pytestconfig: pytest.Config, chase_b
 
     work = Work(accesses=steps, op="chase",
                 shape={"working_set_bytes": buffer.nbytes, "line_bytes": CHASE_LINE_BYTES, "steps": steps,
-                       "hugepages": hugepages})
+                       "hugepages": hugepages, "pattern": pattern,
+                       **({"window_bytes": cpu.CHASE_WINDOW_BYTES} if pattern == "page-local" else {})})
     charz.measure(run, work=work)
     assert 0 <= position[0] < len(buffer) and position[0] % (CHASE_LINE_BYTES // 8) == 0
 

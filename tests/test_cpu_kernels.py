@@ -195,6 +195,42 @@ def test_chase_cycle_check_catches_broken_chains() -> None:
     assert cpu.chase_cycle_length(buffer, 64) == -1
 
 
+@pytest.mark.parametrize("window_bytes", [128, 1024, 64 * 1024])
+@pytest.mark.parametrize("n_lines", [2, 3, 1000, 4099])
+def test_page_local_chase_is_one_cycle_over_every_line(n_lines: int, window_bytes: int,
+                                                       rng: np.random.Generator) -> None:
+    buffer = cpu.chase_build(n_lines, 64, seed=int(rng.integers(1 << 62)), pattern="page-local",
+                             window_bytes=window_bytes)
+    assert sorted(_python_walk(buffer, 8)) == list(range(n_lines))
+    assert cpu.chase_cycle_length(buffer, 64) == n_lines
+
+
+def test_page_local_chase_walks_one_window_at_a_time_even_lines_first() -> None:
+    window_lines = 16                                   # 1 KiB windows of 64-byte lines
+    n_lines = 40 * window_lines + 6                     # a last, partial window
+    buffer = cpu.chase_build(n_lines, 64, seed=11, pattern="page-local", window_bytes=window_lines * 64)
+    walk = _python_walk(buffer, 8)
+    # The lap through line 0 starts at an even line: rotate it to the start of the odd half-lap
+    # so that both halves are contiguous runs of the list.
+    first_odd = next(i for i, line in enumerate(walk) if line % 2)
+    halves = walk[first_odd:] + walk[:first_odd]
+    odd, even = halves[: n_lines // 2], halves[n_lines // 2 :]
+    assert all(line % 2 for line in odd) and not any(line % 2 for line in even)
+    for half in (even, odd):
+        windows = [line // window_lines for line in half]
+        # Each window is visited in one stretch: the window sequence changes only between windows.
+        runs = [w for i, w in enumerate(windows) if i == 0 or w != windows[i - 1]]
+        assert len(runs) == len(set(runs)) == 41
+        assert runs != sorted(runs)                     # windows in a random order
+        inside = [line for line in half if line // window_lines == runs[1]]
+        assert inside != sorted(inside)                 # lines in a random order inside a window
+
+
+def test_chase_rejects_an_unknown_pattern() -> None:
+    with pytest.raises(UsageError, match="page-local"):
+        cpu.chase_build(100, pattern="strided")
+
+
 def test_chase_with_hugepage_hint_is_still_one_cycle() -> None:
     try:
         buffer = cpu.chase_build(40_000, seed=3, hugepages=True)

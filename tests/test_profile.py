@@ -225,6 +225,61 @@ def test_memory_levels_and_capacities(profile):
     assert ceiling(profile, "capacity:l2")["value"] == pytest.approx(boundaries[1]["capacity_bytes"])
 
 
+def test_page_local_walks_set_the_latency_levels_and_random_walks_show_tlb_misses():
+    sizes = np.geomspace(16 * KIB, 1024 * MIB, 30)
+    local = staircase(sizes, [48 * KIB, 2 * MIB, 32 * MIB], [1.1e-9, 4.2e-9, 16e-9, 95e-9])
+    cases = [make_case(f"test_chase[page-local-{int(s)}]", "chase", v * 1e6, accesses=1_000_000,
+                       shape={"working_set_bytes": float(round(s)), "line_bytes": 64, "pattern": "page-local"})
+             for s, v in zip(sizes, local)]
+    # The fully random walk pays a page walk on most loads past a few MiB: 3x the latency at 1 GiB.
+    walk_sizes = [4 * MIB, 64 * MIB, 1024 * MIB]
+    cases += [make_case(f"test_chase[random-{s}]", "chase", v * 1e6, accesses=1_000_000,
+                        shape={"working_set_bytes": float(s), "line_bytes": 64, "pattern": "random"})
+              for s, v in zip(walk_sizes, (20e-9, 180e-9, 290e-9))]
+    found = build_profile([make_run(cases)], ["r.json"])
+    dram = ceiling(found, "latency:dram")
+    assert dram["value"] == pytest.approx(95e-9, rel=0.05)
+    assert any("page-local" in c for c in dram["caveats"])
+    assert any("fully random walk" in c and "290 ns" in c and "1 GiB" in c for c in dram["caveats"])
+    assert [p["working_set_bytes"] for p in found["curves"]["latency_random"]["points"]] == walk_sizes
+    assert len(found["curves"]["latency"]["points"]) == len(sizes)
+
+
+def test_transfer_bandwidth_is_read_from_the_largest_transfers():
+    # A host copy: 3 us per call, 40 GB/s while the buffers sit in cache (up to 4 MiB), 12 GB/s beyond.
+    sizes = [4 * KIB * 4**i for i in range(10)]                      # 4 KiB .. 1 GiB
+    cases = [make_case(f"test_memcpy[{s}]", "transfer", 3e-6 + s / (40e9 if s <= 4 * MIB else 12e9),
+                       transfers={"host": float(s)}, shape={"bytes": float(s), "kind": "host"}) for s in sizes]
+    found = ceiling(build_profile([make_run(cases)], ["r.json"]), "transfer:host")
+    assert found["value"] == pytest.approx(12e9, rel=0.01)
+    assert any("median over the 3 transfer(s) of 64 MiB or more" in c for c in found["caveats"])
+
+
+def test_points_that_missed_their_noise_target_do_not_make_a_level():
+    sizes = np.geomspace(16 * KIB, 2048 * MIB, 30)
+    local = staircase(sizes, [48 * KIB, 2 * MIB, 32 * MIB], [1.1e-9, 4.2e-9, 16e-9, 95e-9])
+    local[-2:] *= 1.35                        # a disturbance during the last two cases
+    cases = [make_case(f"test_chase[page-local-{int(s)}]", "chase", v * 1e6, accesses=1_000_000,
+                       shape={"working_set_bytes": float(round(s)), "line_bytes": 64, "pattern": "page-local"},
+                       noise_met=i < len(sizes) - 2)
+             for i, (s, v) in enumerate(zip(sizes, local))]
+    found = build_profile([make_run(cases)], ["r.json"])
+    dram = ceiling(found, "latency:dram")
+    assert dram["value"] == pytest.approx(95e-9, rel=0.05)
+    assert any("2 point(s) of the curve missed their noise target" in c for c in dram["caveats"])
+    points = found["curves"]["latency"]["points"]
+    assert len(points) == 30 and [p["used"] for p in points[-3:]] == [True, False, False]
+    # Disturbed points counted when too few steady ones would be left.
+    for case in cases[:20]:
+        case["flags"].append("noisy")
+    assert all(p["used"] for p in build_profile([make_run(cases)], ["r.json"])["curves"]["latency"]["points"])
+
+
+def test_chase_without_a_pattern_still_gives_the_levels(profile):
+    assert "latency_random" not in profile["curves"]
+    assert ceiling(profile, "latency:l3")["value"] == pytest.approx(16e-9, rel=0.05)
+
+
 def test_transfer_fit_uses_pinned_cases(profile):
     h2d = ceiling(profile, "transfer:h2d")
     assert h2d["bandwidth"] == pytest.approx(25e9, rel=0.01) and h2d["value"] == h2d["bandwidth"]

@@ -343,6 +343,57 @@ int64_t charz_chase_build(int64_t *buf, int64_t n_lines, int64_t line_words, uin
     return 0;
 }
 
+/* Shuffle order[0..count) in place (Fisher-Yates, multiply-shift draws); returns the new state. */
+static uint64_t shuffle(int64_t *order, int64_t count, uint64_t state)
+{
+    for (int64_t i = count - 1; i > 0; i--) {
+        state = splitmix64(state);
+        int64_t j = (int64_t)(((unsigned __int128)state * (uint64_t)(i + 1)) >> 64);
+        int64_t t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    return state;
+}
+
+/* Lay one cycle over n_lines lines that stays inside a window of window_lines lines for a while:
+ * a lap walks the even lines and then the odd ones; each half visits the windows in a random
+ * order and, inside a window, its lines of that parity in a random order. Every line is visited
+ * once per lap (one cycle), prefetchers see no stride, the buddy of a line (the other half of
+ * its 128-byte pair, which adjacent-line prefetchers fetch with it) comes half a lap later, and
+ * the pages of a window are touched many times before the walk moves on, so TLB misses are
+ * about one per page per half-lap instead of one per load. `order` is n_lines scratch words;
+ * `windows` is ceil(n_lines / window_lines) scratch words. */
+int64_t charz_chase_build_local(int64_t *buf, int64_t n_lines, int64_t line_words, int64_t window_lines,
+                                uint64_t seed, int64_t *order, int64_t *windows)
+{
+    if (window_lines < 2 || window_lines % 2)
+        return -1;
+    int64_t n_windows = (n_lines + window_lines - 1) / window_lines;
+    uint64_t state = seed;
+    int64_t pos = 0;
+    for (int parity = 0; parity < 2; parity++) {
+        for (int64_t w = 0; w < n_windows; w++)
+            windows[w] = w;
+        state = shuffle(windows, n_windows, state);
+        for (int64_t k = 0; k < n_windows; k++) {
+            int64_t first = windows[k] * window_lines;
+            int64_t last = first + window_lines < n_lines ? first + window_lines : n_lines;
+            int64_t start = pos;
+            for (int64_t line = first + parity; line < last; line += 2)
+                order[pos++] = line;
+            state = shuffle(order + start, pos - start, state);
+        }
+    }
+    for (int64_t k = 0; k < n_lines; k++) {
+        int64_t *line = buf + order[k] * line_words;
+        line[0] = order[(k + 1) % n_lines] * line_words;
+        for (int64_t w = 1; w < line_words; w++)
+            line[w] = -1;
+    }
+    return 0;
+}
+
 /* Follow the chain `steps` times from word index `start`; returns the word index reached. */
 int64_t charz_chase(const int64_t *buf, int64_t start, int64_t steps)
 {

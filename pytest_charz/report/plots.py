@@ -98,9 +98,19 @@ def _plot_levels(profile: Mapping[str, Any], key: str, ylabel: str, scale: float
         return None
     figure = _figure()
     axes = figure.add_subplot()
-    for run, points in sorted(_grouped(curve["points"], lambda p: p.get("run", 0)).items()):
+    runs = _grouped(curve["points"], lambda p: p.get("run", 0))
+    for run, points in sorted(runs.items()):
+        label = f"run {run}" if len(runs) > 1 else "measured"
+        if key == "latency" and (profile.get("curves") or {}).get("latency_random"):
+            label += ", page-local walk"
         axes.plot([p["working_set_bytes"] for p in points], [p["value"] * scale for p in points], "o-",
-                  label=f"run {run}", markersize=3)
+                  label=label, markersize=3)
+    if key == "latency":
+        walk = ((profile.get("curves") or {}).get("latency_random") or {}).get("points") or []
+        for run, points in sorted(_grouped(walk, lambda p: p.get("run", 0)).items()):
+            axes.plot([p["working_set_bytes"] for p in points], [p["value"] * scale for p in points], "s--",
+                      label=f"{'run ' + str(run) + ', ' if len(runs) > 1 else ''}random walk (TLB misses)",
+                      markersize=3)
     labelled: set[str] = set()
     for boundary in curve.get("boundaries") or ():
         axes.axvline(boundary["capacity_bytes"], color="grey", linestyle="--", linewidth=0.8)
