@@ -6,7 +6,7 @@ once more (``alone-after``); the profile reports the slowdown, contended median 
 of the alone cases, so that a drift of the machine during the pair is not read as interference.
 
 CPU. The cores are split in two: the victim runs on half of them (one on a two-core machine),
-``kernels.cpu.BackgroundTraffic`` streams reads over a buffer twice the last-level cache (so its
+``kernels.traffic.BackgroundTraffic`` streams reads over a buffer twice the last-level cache (so its
 traffic reaches DRAM) on the other half. Pairs: STREAM triad and the read kernel (the shared
 memory bandwidth and the shared LLC), and FMA chains (compute that touches no memory: a
 slowdown there is shared power or clock budget, or a sibling hyperthread). Victims use the
@@ -75,7 +75,7 @@ def split_threads(threads: int) -> tuple[int, int]:
 
 @pytest.mark.charz(noise=0.02, quick={"max_time": 0.15})      # budgets per parameter
 def test_contention_cpu(charz: Any, device: Any, size_plan: Any, cpu_pair: tuple[str, int]) -> None:
-    from pytest_charz.kernels import cpu
+    from pytest_charz.kernels import cpu, traffic
 
     kernel, array_bytes = cpu_pair
     victim_threads, aggressor_threads = split_threads(size_plan.threads)
@@ -122,7 +122,7 @@ def test_contention_cpu(charz: Any, device: Any, size_plan: Any, cpu_pair: tuple
     shape = {"pair": pair, "aggressor": aggressor, "kernel": kernel, "threads": victim_threads,
              "working_set_bytes": working_set}
     charz.measure(run, work=Work(op="contention", shape={**shape, "role": "alone"}, **base), name="alone")
-    load = cpu.BackgroundTraffic(traffic_bytes, mode="read", threads=aggressor_threads, seed=seed % 2**32)
+    load = traffic.BackgroundTraffic(traffic_bytes, mode="read", threads=aggressor_threads, seed=seed % 2**32)
     with load:
         charz.measure(run, work=Work(op="contention", shape={**shape, "role": "contended"}, **base),
                       name="contended")

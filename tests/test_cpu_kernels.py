@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from pytest_charz.errors import CharzError, UsageError
-from pytest_charz.kernels import build, cpu
+from pytest_charz.kernels import build, cpu, traffic
 
 THREAD_COUNTS = sorted({1, 2, cpu.available_threads()})
 
@@ -258,35 +258,35 @@ def test_memcpy_rejects_size_mismatch() -> None:
 
 
 def test_spin_read_stopped_at_once_reads_one_chunk_per_thread(threads: int, rng: np.random.Generator) -> None:
-    chunk_words = cpu.spin_chunk_bytes() // 8
+    chunk_words = traffic.spin_chunk_bytes() // 8
     share = 4 * chunk_words
     buffer = rng.uniform(0.5, 1.5, share * threads)
     stop_flag = np.ones(1, dtype=np.int32)
-    result = cpu.spin(buffer, duration_s=3600.0, mode="read", threads=threads, stop_flag=stop_flag)
-    assert result.bytes_moved == threads * cpu.spin_chunk_bytes()
+    result = traffic.spin(buffer, duration_s=3600.0, mode="read", threads=threads, stop_flag=stop_flag)
+    assert result.bytes_moved == threads * traffic.spin_chunk_bytes()
     first_chunks = sum(buffer[t * share : t * share + chunk_words].sum() for t in range(threads))
     assert result.checksum == pytest.approx(first_chunks, rel=1e-12)
 
 
 def test_spin_copy_with_no_time_left_copies_one_chunk(rng: np.random.Generator) -> None:
-    chunk_words = cpu.spin_chunk_bytes() // 8
+    chunk_words = traffic.spin_chunk_bytes() // 8
     buffer = rng.uniform(0.5, 1.5, 4 * chunk_words)
     source = buffer[:chunk_words].copy()
-    result = cpu.spin(buffer, duration_s=0.0, mode="copy", threads=1)
+    result = traffic.spin(buffer, duration_s=0.0, mode="copy", threads=1)
     np.testing.assert_array_equal(buffer[2 * chunk_words : 3 * chunk_words], source)
-    assert result.bytes_moved == 2 * cpu.spin_chunk_bytes()
+    assert result.bytes_moved == 2 * traffic.spin_chunk_bytes()
     assert result.mode == "copy" and result.threads == 1
 
 
 def test_background_traffic_runs_until_stopped() -> None:
-    load = cpu.BackgroundTraffic(1 << 20, mode="read")
+    load = traffic.BackgroundTraffic(1 << 20, mode="read")
     with pytest.raises(UsageError):
         load.stop()
     with load:
         cpu.read_sum(cpu.read_buffer(1 << 20), reps=4, threads=1)
     result = load.result
-    assert result.bytes_moved >= cpu.spin_chunk_bytes()
-    assert result.bytes_moved % cpu.spin_chunk_bytes() == 0
+    assert result.bytes_moved >= traffic.spin_chunk_bytes()
+    assert result.bytes_moved % traffic.spin_chunk_bytes() == 0
     assert result.elapsed_s > 0 and result.bytes_per_s > 0
     with pytest.raises(UsageError, match="already started"):
         load.start()

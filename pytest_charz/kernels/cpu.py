@@ -1,5 +1,6 @@
 """CPU microbenchmark kernels over numpy arrays: FMA peak, STREAM, read bandwidth by working set,
-pointer chase, memcpy, background memory traffic, and OpenMP fork/join.
+pointer chase, memcpy, and OpenMP fork/join. The background memory traffic that contention cases
+run beside a measured kernel is in :mod:`.traffic`.
 
 The kernels are C (``cpu_kernels.c``) compiled at first use (see :mod:`.build`) and called through
 ctypes, which releases the GIL: a kernel running in a background Python thread does not stop a
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -26,12 +26,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CharzError, UsageError, check_choice, check_non_negative
+from ..errors import CharzError, UsageError, check_choice
 from .build import BuiltArtifact, load
 
 SOURCE = Path(__file__).with_name("cpu_kernels.c")
 STREAM_OPS = ("copy", "scale", "add", "triad")
-SPIN_MODES = ("read", "copy")
 
 # Arrays read and arrays written per element of each STREAM loop.
 _STREAM_ARRAYS = {"copy": (1, 1), "scale": (1, 1), "add": (2, 1), "triad": (2, 1)}
@@ -502,124 +501,6 @@ def fill_random(array: np.ndarray, seed: int = 0, threads: int | None = None) ->
     team = _Team(threads)
     _lib().charz_fill_random(_ptr(array, _f64p), len(array), seed, threads, team.ref)
     team.check()
-
-
-# ---------------------------------------------------------------- 5b. background traffic
-
-
-@dataclass(frozen=True)
-class TrafficResult:
-    """What a background traffic run did: bytes read plus written (no write-allocate) and time."""
-
-    bytes_moved: int
-    elapsed_s: float
-    threads: int
-    mode: str
-    checksum: float
-
-    @property
-    def bytes_per_s(self) -> float:
-        return self.bytes_moved / self.elapsed_s if self.elapsed_s > 0 else 0.0
-
-
-def spin_chunk_bytes() -> int:
-    """Bytes of its share each :func:`spin` thread streams between looks at the clock and flag."""
-    return int(_lib().charz_spin_chunk_bytes())
-
-
-def spin(
-    buffer: np.ndarray,
-    duration_s: float,
-    mode: str = "read",
-    threads: int = 1,
-    stop_flag: np.ndarray | None = None,
-) -> TrafficResult:
-    """Keep ``threads`` cores streaming over ``buffer`` until ``duration_s`` has passed or
-    ``stop_flag[0]`` (an int32 array of one item) becomes non-zero.
-
-    ``mode="read"`` sums each thread's share; ``"copy"`` copies its first half onto its second.
-    The clock and the flag are checked after each chunk of :func:`spin_chunk_bytes` (64 KiB), so
-    each thread does at least one chunk. Defaults to one thread: it is the load a contention case
-    puts beside the kernel it measures (see :class:`BackgroundTraffic`). The result's
-    ``bytes_moved`` counts reads plus writes; its checksum is the sum of what "read" read.
-    """
-    check_choice("mode", mode, SPIN_MODES)
-    check_non_negative("duration_s", duration_s)
-    threads = _resolve_threads(threads)
-    _check_array("buffer", buffer, np.float64, writeable=True)
-    if stop_flag is None:
-        stop_flag = np.zeros(1, dtype=np.int32)
-    _check_array("stop_flag", stop_flag, np.int32)
-    moved, elapsed = ctypes.c_int64(0), ctypes.c_double(0.0)
-    team = _Team(threads)
-    checksum = _lib().charz_spin(
-        _ptr(buffer, _f64p), len(buffer), SPIN_MODES.index(mode), float(duration_s), _ptr(stop_flag, _i32p),
-        threads, ctypes.byref(moved), ctypes.byref(elapsed), team.ref,
-    )
-    team.check()
-    return TrafficResult(int(moved.value), float(elapsed.value), threads, mode, float(checksum))
-
-
-class BackgroundTraffic:
-    """Memory traffic from a background Python thread while the foreground measures something.
-
-    ::
-
-        with BackgroundTraffic(256 << 20, mode="read") as load:
-            ...  # measure the kernel under contention
-        load.result.bytes_per_s
-
-    ``max_duration_s`` bounds the run if :meth:`stop` is never called.
-    """
-
-    def __init__(
-        self, nbytes: int, mode: str = "read", threads: int = 1, seed: int = 0, max_duration_s: float = 3600.0
-    ) -> None:
-        check_choice("mode", mode, SPIN_MODES)
-        self.mode = mode
-        self.threads = _resolve_threads(threads)
-        self.max_duration_s = max_duration_s
-        self.buffer = aligned_empty(_check_count("nbytes", nbytes, 8 * 64) // 8)
-        fill_random(self.buffer, seed=seed, threads=self.threads)
-        self._stop = np.zeros(1, dtype=np.int32)
-        self._thread: threading.Thread | None = None
-        self._outcome: list[TrafficResult | BaseException] = []
-
-    def start(self) -> None:
-        if self._thread is not None:
-            raise UsageError("this BackgroundTraffic was already started; make a new one")
-        self._thread = threading.Thread(target=self._run, name="charz-background-traffic", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self._outcome.append(spin(self.buffer, self.max_duration_s, self.mode, self.threads, self._stop))
-        except BaseException as exc:  # handed to the caller of stop()
-            self._outcome.append(exc)
-
-    def stop(self) -> TrafficResult:
-        """Stop the traffic and return what it did."""
-        if self._thread is None:
-            raise UsageError("BackgroundTraffic.stop() before start()")
-        self._stop[0] = 1
-        self._thread.join()
-        outcome = self._outcome[0]
-        if isinstance(outcome, BaseException):
-            raise outcome
-        return outcome
-
-    @property
-    def result(self) -> TrafficResult:
-        if not self._outcome or isinstance(self._outcome[0], BaseException):
-            raise UsageError("BackgroundTraffic has no result until stop() returns")
-        return self._outcome[0]
-
-    def __enter__(self) -> "BackgroundTraffic":
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
 
 # ---------------------------------------------------------------- 6. fork/join
