@@ -5,7 +5,8 @@ collective messages. The common currency of suites, models, workloads and the si
 
 Memory level names are the ones targets use: ``l1``, ``l2``, ``l3`` for caches and ``dram`` for a
 device's main memory (DDR on a CPU, HBM/GDDR on an accelerator). Transfer names: ``h2d``, ``d2h``,
-``d2d``, ``peer``, and ``host`` for host-memory copies on a CPU-only machine.
+``d2d``, ``peer``, ``host`` for host-memory copies on a CPU-only machine, and ``numa`` for copies
+between the memories of two NUMA nodes of the host.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from .errors import UsageError
 
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int32")
 MEMORY_LEVELS = ("l1", "l2", "l3", "dram")
-TRANSFER_KINDS = ("h2d", "d2h", "d2d", "peer", "host")
+TRANSFER_KINDS = ("h2d", "d2h", "d2d", "peer", "host", "numa")
 
 def _as_amounts(name: str, value: Any, default_key: str, allowed: tuple[str, ...] | None) -> dict[str, float]:
     if value is None:

@@ -8,6 +8,12 @@ and on a loaded machine a preempted worker, to every small copy.
 Transfers count each byte once (``Work.transfers``); the memory traffic is twice that (read and
 write), three times where stores allocate lines.
 
+Across NUMA nodes (hosts with more than one node with memory): ``memcpy`` on one thread pinned
+to the destination node's CPUs, from a buffer bound to another node (``mbind``; the case checks
+with ``move_pages`` that the sampled pages sit where it asked), kind ``numa``: the bandwidth and
+per-call cost of pulling memory across the socket or die interconnect. Pairs: every ordered pair
+of up to four nodes, else each node to and from node 0. A host with one node skips them.
+
 GPU (cuda, rocm): host-to-device and device-to-host copies from pageable and from pinned host
 memory, and device-to-device copies, through ``Tensor.copy_`` on the device's stream (pinned
 copies are asynchronous, the events bracket them). Pageable copies go through the driver's
@@ -29,6 +35,8 @@ from pytest_charz import Work
 
 MAX_COPY_BYTES = 1 * GIB
 PATTERN_BYTES = (1 << 20) + 7
+NUMA_SIZES = (1 << 20, 16 << 20, 256 << 20)
+NUMA_ALL_PAIRS_MAX = 4
 GPU_KINDS = (("h2d", False), ("h2d", True), ("d2h", False), ("d2h", True), ("d2d", False))
 
 
@@ -57,6 +65,23 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         else:
             cases = not_this_backend(f"a host memcpy case; the bound device is {plan.backend}, see test_transfer_gpu")
         metafunc.parametrize("host_copy_bytes", cases)
+    if "numa_copy" in metafunc.fixturenames:
+        from pytest_charz.devices.numa import numa_nodes
+
+        nodes = numa_nodes()
+        pairs = numa_pairs(nodes) if plan.backend == "cpu" else []
+        if pairs:
+            cases = [pytest.param((s, d, size), id=f"node{s}-to-node{d}-{format_bytes_id(size)}",
+                                  marks=[] if size == NUMA_SIZES[1] else [pytest.mark.charz_slow])
+                     for s, d in pairs for size in NUMA_SIZES if size <= plan.cap_bytes]
+        elif plan.backend != "cpu":
+            cases = not_this_backend(f"a host NUMA copy; the bound device is {plan.backend}")
+        else:
+            with_memory = [f"node{n}" for n, node in sorted(nodes.items()) if node.has_memory]
+            cases = [pytest.param(None, id="n/a", marks=pytest.mark.skip(
+                reason=f"one NUMA node with memory ({', '.join(with_memory) or 'no NUMA information'}): "
+                       "no cross-node copies"))]
+        metafunc.parametrize("numa_copy", cases)
     if "gpu_transfer" in metafunc.fixturenames:
         if plan.backend in ("cuda", "rocm"):
             cases = []
@@ -69,6 +94,20 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         else:
             cases = not_this_backend(f"a GPU transfer case; the bound device is {plan.backend}")
         metafunc.parametrize("gpu_transfer", cases)
+
+
+def numa_pairs(nodes: Any) -> list[tuple[int, int]]:
+    """Ordered (source, destination) node pairs for cross-node copies: every pair of up to
+    ``NUMA_ALL_PAIRS_MAX`` nodes with memory, else each node to and from the first. The
+    destination must have CPUs: the copying thread runs there."""
+    memory = sorted(n for n, node in nodes.items() if node.has_memory)
+    runnable = {n for n, node in nodes.items() if node.cpus}
+    if len(memory) <= NUMA_ALL_PAIRS_MAX:
+        pairs = [(s, d) for s in memory for d in memory if s != d]
+    else:
+        first = memory[0]
+        pairs = [(first, n) for n in memory[1:]] + [(n, first) for n in memory[1:]]
+    return [(s, d) for s, d in pairs if d in runnable]
 
 
 def random_bytes(rng: np.random.Generator, nbytes: int) -> np.ndarray:
@@ -92,6 +131,28 @@ def test_memcpy_cpu(charz: Any, device: Any, host_copy_bytes: int) -> None:
     work = Work(transfers={"host": float(nbytes)}, op="transfer",
                 shape={"bytes": nbytes, "kind": "host", "pinned": False, "threads": threads})
     charz.measure(lambda: cpu.memcpy(dst, src, threads=threads), work=work)
+
+
+@pytest.mark.charz(noise=0.02, max_time=0.4, quick={"max_time": 0.12})
+def test_numa_copy_cpu(charz: Any, device: Any, numa_copy: tuple[int, int, int]) -> None:
+    from pytest_charz.devices import numa
+    from pytest_charz.kernels import cpu
+
+    source, destination, nbytes = numa_copy
+    nodes = numa.numa_nodes()
+    with numa.pinned(nodes[destination].cpus):
+        src, placed = numa.node_array(nbytes, source, nodes)
+        src[:] = random_bytes(charz.rng, nbytes)
+        dst, _ = numa.node_array(nbytes, destination, nodes)
+        for array, node in ((src, source), (dst, destination)):
+            where = numa.page_nodes(array)
+            assert where is None or set(where) == {node}, f"pages meant for node {node} are on nodes {sorted(set(where))}"
+        cpu.memcpy(dst, src, threads=1)
+        assert np.array_equal(dst, src)
+        work = Work(transfers={"numa": float(nbytes)}, op="transfer",
+                    shape={"bytes": nbytes, "kind": "numa", "src_node": source, "dst_node": destination,
+                           "thread_node": destination, "placement": placed, "threads": 1})
+        charz.measure(lambda: cpu.memcpy(dst, src, threads=1), work=work)
 
 
 @pytest.mark.charz(noise=0.02, max_time=0.5, quick={"max_time": 0.12})
