@@ -278,6 +278,18 @@ def _widen(torch: Any, tensor: Any) -> Any:
     return tensor.double()
 
 
+def gpu_gemm_excess(torch: Any, a: Any, b: Any, c: Any, rows: np.ndarray, dtype: str) -> float:
+    """How far the sampled ``rows`` of ``c`` stray from the float64 product of the (already
+    rounded) operands beyond ``GEMM_TOLERANCE[dtype]`` times ``|A| |B|``: <= 0 when they pass."""
+    picked = torch.from_numpy(rows).to(a.device)
+    a_rows = _widen(torch, a)[picked]
+    b64 = _widen(torch, b)
+    expected = a_rows @ b64
+    bound = a_rows.abs() @ b64.abs()
+    error = (_widen(torch, c)[picked] - expected).abs()
+    return float((error - GEMM_TOLERANCE[dtype] * bound).max().item())
+
+
 def _gpu_gemm_skip_reason(torch: Any, device: Any, dtype: str) -> str | None:
     if dtype == "tf32" and device.backend != "cuda":
         return "tf32 is switched through torch.backends.cuda.matmul.allow_tf32, an NVIDIA path"
@@ -307,13 +319,7 @@ def test_gemm_gpu(charz: Any, device: Any, gpu_torch: Any, torch_device: Any, gp
             a, b, output, product = _gpu_gemm_operands(torch, torch_device, dtype, n, charz.rng)
             product()
             rows = charz.rng.choice(n, size=GEMM_CHECK_ROWS, replace=False)
-            picked = torch.from_numpy(rows).to(torch_device)
-            a_rows = _widen(torch, a)[picked]
-            b64 = _widen(torch, b)
-            expected = a_rows @ b64
-            bound = a_rows.abs() @ b64.abs()
-            error = (_widen(torch, output())[picked] - expected).abs()
-            excess = float((error - GEMM_TOLERANCE[dtype] * bound).max().item())
+            excess = gpu_gemm_excess(torch, a, b, output(), rows, dtype)
         device.synchronize()
         assert excess <= 0.0, f"{dtype} GEMM row check failed: error exceeds the bound by {excess:.3g}"
         itemsize = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}[dtype]

@@ -232,6 +232,23 @@ def test_gemm_row_check_accepts_a_product_and_rejects_an_error(suite: Any) -> No
         compute.check_gemm_rows(a, b, c, rows, compute.GEMM_TOLERANCE["fp32"])
 
 
+@pytest.mark.parametrize("dtype", ["fp64", "fp32", "bf16", "fp16", "fp8"])
+def test_gpu_gemm_operands_and_check_run_on_torch_cpu(suite: Any, dtype: str) -> None:
+    # The GPU GEMM case's operands, product (torch._scaled_mm for fp8) and row check, on the CPU
+    # build of PyTorch: the same calls a CUDA device gets, minus the device.
+    torch = pytest.importorskip("torch")
+    compute = suite("test_compute")
+    rng = np.random.default_rng(7)
+    n = 96
+    a, b, output, product = compute._gpu_gemm_operands(torch, "cpu", dtype, n, rng)
+    product()
+    rows = rng.choice(n, size=compute.GEMM_CHECK_ROWS, replace=False)
+    assert compute.gpu_gemm_excess(torch, a, b, output(), rows, dtype) <= 0.0
+    wrong = output().clone()
+    wrong[rows[0], 3] += 0.05 * float(wrong.float().abs().max()) + 1.0
+    assert compute.gpu_gemm_excess(torch, a, b, wrong, rows, dtype) > 0.0
+
+
 @pytest.mark.parametrize("dtype", ["fp64", "fp32"])
 def test_gpu_fma_reference_matches_a_step_by_step_iteration(suite: Any, dtype: str) -> None:
     from pytest_charz.kernels.gpu import fma_chains
