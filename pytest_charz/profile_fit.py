@@ -140,6 +140,30 @@ def _merge_small_steps(y: np.ndarray, segments: list[tuple[int, int]], min_log_s
     return segments
 
 
+def _drop_spikes(y: np.ndarray, segments: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Merge single-point segments inside the curve that lie above both neighbours or below both
+    (a disturbed measurement, not a memory level: a level spans sizes, and a step between two
+    levels lies between them) into the neighbour whose level is closer."""
+    segments = list(segments)
+    k = 1
+    while k < len(segments) - 1:
+        a, b = segments[k]
+        if a != b:
+            k += 1
+            continue
+        before = float(np.median(y[segments[k - 1][0] : segments[k - 1][1] + 1]))
+        after = float(np.median(y[segments[k + 1][0] : segments[k + 1][1] + 1]))
+        if min(before, after) <= y[a] <= max(before, after):
+            k += 1
+            continue
+        if abs(y[a] - before) <= abs(y[a] - after):
+            segments[k - 1 : k + 1] = [(segments[k - 1][0], b)]
+        else:
+            segments[k : k + 2] = [(a, segments[k + 1][1])]
+        k = max(1, k - 1)
+    return segments
+
+
 def _absorb_transitions(
     x: np.ndarray, y: np.ndarray, segments: list[tuple[int, int]], min_points: int, min_span_ratio: float,
 ) -> list[tuple[int, int]]:
@@ -219,8 +243,9 @@ def detect_levels(
 
     The curve (bandwidth or latency against working set) is segmented in log-log space by an
     optimal piecewise-constant fit (squared error plus a penalty per segment scaled to the
-    noise, estimated from successive differences); neighbouring segments less than
-    ``min_step_ratio`` apart are merged, and short segments between two plateaus are taken as
+    noise, estimated from successive differences); a single point inside the curve that lies
+    beyond both its neighbours' levels joins the nearer one (a disturbed case, not a level);
+    neighbouring segments less than ``min_step_ratio`` apart are merged, and short segments between two plateaus are taken as
     the slope of a step. A boundary's capacity is the size where the curve crosses the geometric
     midpoint of the two plateau levels (linear interpolation in log-log space).
 
@@ -264,6 +289,7 @@ def detect_levels(
     # BIC-like: a new segment must explain more than a few noise variances.
     penalty = 4.0 * sigma * sigma * max(math.log(n), 1.0)
     segments = _optimal_segments(log_y, penalty)
+    segments = _drop_spikes(log_y, segments)
     segments = _merge_small_steps(log_y, segments, math.log(min_step_ratio))
     plateaus_idx = _absorb_transitions(x, log_y, segments, min_points, min_span_ratio)
     plateaus_idx = _merge_small_steps(log_y, plateaus_idx, math.log(min_step_ratio)) if len(plateaus_idx) > 1 else plateaus_idx

@@ -99,6 +99,21 @@ def test_one_sharp_step_is_found_near_its_capacity(capacity_log2, ratio):
     assert within_factor(fit.boundaries[0].capacity_bytes, capacity)
 
 
+@pytest.mark.parametrize("factor", [1.35, 0.6])
+def test_one_disturbed_point_is_not_a_level(factor):
+    # A point above (or below) both neighbouring levels, as a disturbed case gives, joins a level.
+    sizes = np.geomspace(16 * KIB, 2048 * MIB, 35)
+    bandwidth = staircase(sizes, CAPACITIES, [550e9, 320e9, 50e9, 28e9])
+    spike = int(np.searchsorted(sizes, 3 * MIB))      # on the L2-to-L3 step, and also inside a plateau
+    for index in (spike, 10):
+        disturbed = bandwidth.copy()
+        disturbed[index] *= factor
+        fit = detect_levels(sizes, disturbed)
+        assert len(fit.plateaus) == 4, [p.value for p in fit.plateaus]
+        for boundary, capacity in zip(fit.boundaries, CAPACITIES):
+            assert within_factor(boundary.capacity_bytes, capacity)
+
+
 def test_detect_levels_rejects_bad_input():
     with pytest.raises(UsageError, match="positive"):
         detect_levels([1.0, 2.0], [1.0, -1.0])
