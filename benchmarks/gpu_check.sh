@@ -1,23 +1,29 @@
 #!/usr/bin/env bash
-# One prepared check on a machine with an NVIDIA H200: print the GPU's state, run the suites
-# against the h200 target, then build the capability profile of the run.
+# One prepared check on a machine with an NVIDIA H200: print the GPU's state, check that the
+# GPU libraries load and compile a kernel, run the suites against the target, then build the
+# capability profile of the run.
 #
 #   benchmarks/gpu_check.sh [OUT_DIR]        (default OUT_DIR: $OUT, else .charz/gpu-check)
 #
 # Installs nothing: the environment must already have pytest-charz's `cuda` extra (CuPy,
-# nvidia-ml-py, PyTorch). The whole check ends within 8 minutes: the suites get
-# CHARZ_SUITE_BUDGET_S (default 400 s) and the profile CHARZ_PROFILE_BUDGET_S (default 60 s);
-# a step that overruns is stopped and counts as a failure. Exits non-zero when any step fails.
+# nvidia-ml-py, PyTorch). CHARZ_TARGET names the target (default h200; an H200 NVL is not in
+# the catalogue and fails cleanly). The whole check ends within about 6 minutes: the preflight
+# gets 60 s, the suites CHARZ_SUITE_BUDGET_S (default 240 s), the profile
+# CHARZ_PROFILE_BUDGET_S (default 60 s); a step that overruns is stopped and counts as a
+# failure. Exits non-zero when any step fails.
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
 OUT_DIR="${1:-${OUT:-.charz/gpu-check}}"
-SUITE_BUDGET_S="${CHARZ_SUITE_BUDGET_S:-400}"
+SUITE_BUDGET_S="${CHARZ_SUITE_BUDGET_S:-240}"
+TARGET="${CHARZ_TARGET:-h200}"
 PROFILE_BUDGET_S="${CHARZ_PROFILE_BUDGET_S:-60}"
 PYTHON="${PYTHON:-python}"
 mkdir -p "$OUT_DIR"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
+# Compiled kernels stay in memory: a read-only home directory cannot break their compilation.
+export CUPY_CACHE_IN_MEMORY=1
 
 failures=()
 
@@ -31,6 +37,46 @@ else
     exit 2
 fi
 
+echo "== preflight: libraries, devices, one compiled kernel"
+timeout --kill-after=10 60 "$PYTHON" - <<'PY'
+import sys
+failed = []
+try:
+    import torch
+    print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, available: {torch.cuda.is_available()}")
+except Exception as exc:
+    failed.append(f"torch: {exc}")
+try:
+    import cupy
+    print(f"cupy {cupy.__version__}, CUDA runtime {cupy.cuda.runtime.runtimeGetVersion()}")
+    kernel = cupy.RawKernel(r'''#include <cuda_fp16.h>
+extern "C" __global__ void one(float* x) { x[0] = __half2float(__float2half(1.0f)); }''', "one")
+    x = cupy.zeros(1, dtype=cupy.float32)
+    kernel((1,), (1,), (x,))
+    assert float(x[0]) == 1.0, "the preflight kernel did not write its result"
+    print("cupy compiled and ran a kernel (cuda_fp16.h found)")
+except Exception as exc:
+    failed.append(f"cupy: {exc}")
+try:
+    import pynvml
+    pynvml.nvmlInit()
+    print(f"NVML driver {pynvml.nvmlSystemGetDriverVersion()}, {pynvml.nvmlDeviceGetCount()} device(s)")
+except Exception as exc:
+    failed.append(f"nvidia-ml-py: {exc}")
+try:
+    from pytest_charz.devices.detect import visible_devices
+    print("visible to pytest-charz:", visible_devices())
+except Exception as exc:
+    failed.append(f"pytest-charz detection: {exc}")
+for line in failed:
+    print("PREFLIGHT FAILED:", line, file=sys.stderr)
+sys.exit(1 if failed else 0)
+PY
+status=$?
+if [ "$status" -ne 0 ]; then
+    failures+=("preflight (exit $status)")
+fi
+
 # The plugin loads through its pytest11 entry point when the package is installed; from a bare
 # checkout it is named explicitly.
 plugin_args=()
@@ -38,9 +84,9 @@ if ! "$PYTHON" -c "import importlib.metadata as m; m.distribution('pytest-charz'
     plugin_args=(-p pytest_charz.plugin)
 fi
 
-echo "== suites (budget ${SUITE_BUDGET_S} s)"
+echo "== suites on target $TARGET (budget ${SUITE_BUDGET_S} s)"
 timeout --signal=INT --kill-after=20 "$SUITE_BUDGET_S" \
-    "$PYTHON" -m pytest suites/ "${plugin_args[@]}" -p no:cacheprovider --target=h200 --charz-quick \
+    "$PYTHON" -m pytest suites/ ${plugin_args[@]+"${plugin_args[@]}"} -p no:cacheprovider --target="$TARGET" --charz-quick \
     --charz-out "$OUT_DIR/run.json" -q -rfE
 status=$?
 if [ "$status" -ne 0 ]; then

@@ -26,6 +26,9 @@ def gpu_torch(device: Any) -> Any:
     torch = pytest.importorskip("torch", reason="the GPU cases drive GEMM, copies and graphs through PyTorch")
     if not torch.cuda.is_available():
         pytest.skip("this PyTorch build sees no GPU (torch.cuda.is_available() is False)")
+    unavailable = getattr(device, "torch_unavailable", None)
+    if unavailable:
+        pytest.skip(f"the device does not share its stream with PyTorch: {unavailable}")
     return torch
 
 

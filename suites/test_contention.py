@@ -1,8 +1,8 @@
 """Contention: a kernel alone, then the same kernel while something else loads a shared resource.
 
 Each test measures the cases of one pair (``shape.pair``): ``role="alone"``, right after on the
-same inputs ``role="contended"`` with the aggressor running, and on the CPU ``role="alone"``
-once more (``alone-after``); the profile reports the slowdown, contended median over the median
+same inputs ``role="contended"`` with the aggressor running, and ``role="alone"`` once more
+(``alone-after``); the profile reports the slowdown, contended median over the median
 of the alone cases, so that a drift of the machine during the pair is not read as interference.
 
 CPU. The cores are split in two: the victim runs on half of them (one on a two-core machine),
@@ -151,7 +151,8 @@ def test_contention_gpu(charz: Any, device: Any, size_plan: Any, gpu_kernels: An
         gpu_kernels.stream("copy", x, x, y, blocks=half_grid)
         assert bool(cp.array_equal(y, x))
     device.synchronize()
-    copy_stream = cp.cuda.Stream(non_blocking=True)
+    with cp.cuda.Device(device.index):      # the aggressor's stream belongs to the bound GPU
+        copy_stream = cp.cuda.Stream(non_blocking=True)
 
     def alone() -> None:
         gpu_kernels.stream("triad", a, b, c, scalar=SCALAR, blocks=half_grid)
@@ -175,3 +176,5 @@ def test_contention_gpu(charz: Any, device: Any, size_plan: Any, gpu_kernels: An
                                            shape={**shape, "role": "contended"}), name="contended")
     finally:
         copy_stream.synchronize()
+    charz.measure(alone, work=Work(bytes=bytes_moved, launches=1, op="contention",
+                                   shape={**shape, "role": "alone"}), name="alone-after")

@@ -62,6 +62,8 @@ QUICK_STREAM_ARRAY_BYTES = 64 * MIB
 READ_CALL_BYTES = 64 * MIB
 CHASE_LINE_BYTES = 64
 GPU_CHASE_LINE_BYTES = 128
+#: A GPU copy-sweep launch repeats its pass until it moves this many bytes (launch cost hidden).
+GPU_COPY_LAUNCH_BYTES = 512 * MIB
 #: A chase call lasts about this long.
 CHASE_CALL_S = 2e-3
 HUGEPAGE_MIN_BYTES = 4 * MIB
@@ -318,14 +320,21 @@ def test_copy_gpu(charz: Any, device: Any, size_plan: Any, gpu_kernels: Any, gpu
 
     n = gpu_copy_bytes // 16            # two arrays make the working set
     blocks = fill_grid(device.sm_count)
+    # One pass over an L2-sized working set takes a few microseconds, less than a launch from
+    # Python: repeat the pass inside the launch until one launch moves GPU_COPY_LAUNCH_BYTES.
+    passes = max(1, -(-GPU_COPY_LAUNCH_BYTES // stream_bytes("copy", n)))
     with device.on_stream():
         a, b, c = _gpu_arrays(cp, charz.rng, n, 3)      # copy writes c = a; b is not touched
         _check_gpu_stream(cp, gpu_kernels, "copy", a, b, c, blocks, charz.rng)
+        gpu_kernels.check_copy(a, c)
+        c.fill(0.0)
+        gpu_kernels.copy_passes(a, c, passes, blocks=blocks)
+        assert bool(cp.array_equal(c, a)), "copy_passes left c different from a"
     device.synchronize()
     working_set = 2 * n * 8
-    work = Work(bytes={memory_level(size_plan, working_set): float(stream_bytes("copy", n))}, launches=1,
-                op="copy", shape={"working_set_bytes": working_set, "blocks": blocks})
-    charz.measure(lambda: gpu_kernels.stream("copy", a, b, c, blocks=blocks), work=work)
+    work = Work(bytes={memory_level(size_plan, working_set): float(stream_bytes("copy", n) * passes)}, launches=1,
+                op="copy", shape={"working_set_bytes": working_set, "blocks": blocks, "passes": passes})
+    charz.measure(lambda: gpu_kernels.copy_passes(a, c, passes, blocks=blocks), work=work)
 
 
 def gpu_chase_table(slots: int, stride_elements: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

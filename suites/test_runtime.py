@@ -165,8 +165,8 @@ def test_launch_gpu(charz: Any, device: Any, gpu_torch: Any, torch_device: Any, 
         def run() -> None:
             counter.add_(1.0)
 
-        counter.fill_(start)
         with device.on_stream():
+            counter.fill_(start)            # on the device's stream, ordered before the add
             run()
         device.synchronize()
         assert float(counter.item()) == pytest.approx(start + 1.0, rel=1e-15)

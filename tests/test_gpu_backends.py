@@ -176,6 +176,31 @@ def test_sm_clock_discard_rule_is_75_percent_of_expected() -> None:
     assert sm_clock_discard_reason(1000.0, None) is None
 
 
+def test_a_low_clock_discards_only_while_throttling() -> None:
+    assert sm_clock_discard_reason(1000.0, 1980.0, throttled=True) == "sm-clock-below-threshold"
+    assert sm_clock_discard_reason(1000.0, 1980.0, throttled=False) is None     # idle, or locked low
+    assert sm_clock_discard_reason(1000.0, 1980.0, throttled=None) == "sm-clock-below-threshold"
+    assert sm_clock_discard_reason(1900.0, 1980.0, throttled=True) is None
+
+
+@pytest.mark.parametrize("mask, throttling", [(0x1, False), (0x2, False), (0x1 | 0x2 | 0x10, False), (0x4, True),
+                                              (0x1 | 0x20, True), (0x80, True), (0, False)])
+def test_nvml_throttling_reads_only_throttle_reasons(nvml: types.ModuleType, mask: int, throttling: bool) -> None:
+    nvml.nvmlDeviceGetCurrentClocksEventReasons = lambda handle: mask  # type: ignore[attr-defined]
+    telemetry = NvmlTelemetry(0)
+    assert telemetry.throttling() is throttling
+    telemetry.close()
+
+
+def test_idle_gpu_with_a_low_clock_keeps_its_samples(nvml: types.ModuleType, cuda_device_factory) -> None:
+    # Device 1 reads 1305 MHz of 1980; with only gpu_idle set the sample stands.
+    nvml.nvmlDeviceGetCurrentClocksEventReasons = lambda handle: 0x1  # type: ignore[attr-defined]
+    nvml.nvmlDeviceGetCurrentClocksThrottleReasons = lambda handle: 0x1  # type: ignore[attr-defined]
+    device = cuda_device_factory(index=1, cupy=FakeCupy(bus_ids=("0000:19:00.0", "0000:1a:00.0")))
+    assert device.check_sample() is None
+    device.close()
+
+
 def test_throttle_names_reach_the_interval_flags() -> None:
     from pytest_charz.measure.conditions import DeviceTelemetry
 
@@ -192,7 +217,8 @@ def test_throttle_names_reach_the_interval_flags() -> None:
 class FakeCupy(types.ModuleType):
     """Enough of CuPy for CudaDevice: devices, properties, a stream, events, arrays."""
 
-    def __init__(self, elapsed_ms: float = 2.5, bus_ids: tuple[str, ...] = ("0000:19:00.0",)) -> None:
+    def __init__(self, elapsed_ms: float = 2.5, bus_ids: tuple[str, ...] = ("0000:19:00.0",),
+                 uuid: bytes = bytes(range(16))) -> None:
         super().__init__("cupy")
         self.__version__ = "13.3.0"
         self.log: list[str] = []
@@ -247,7 +273,7 @@ class FakeCupy(types.ModuleType):
             return cupy.stream
 
         props = {"name": b"NVIDIA H200", "multiProcessorCount": 132, "l2CacheSize": 50 * 2**20,
-                 "clockRate": 1980000, "major": 9, "minor": 0, "uuid": bytes(range(16))}
+                 "clockRate": 1980000, "major": 9, "minor": 0, "uuid": uuid}
         self.cuda = types.SimpleNamespace(
             Device=Device, Stream=new_stream, Event=Event,
             get_elapsed_time=lambda start, end: elapsed_ms,
@@ -266,6 +292,30 @@ def cuda_device_factory(monkeypatch: pytest.MonkeyPatch):
     def make(**kwargs: Any) -> Any:
         return cuda.CudaDevice(**kwargs)
     return make
+
+
+@pytest.mark.parametrize("raw, expected", [
+    (bytes(range(1, 17)), "GPU-01020304-0506-0708-090a-0b0c0d0e0f10"),
+    (bytes(range(1, 17)) + b"\x07\x08", "GPU-01020304-0506-0708-090a-0b0c0d0e0f10"),  # ran on into luid
+    (b"\x11\x22\x33\x44\x55", None),                                         # cut at a zero byte
+    (b"", None)])
+def test_cuda_uuid_from_cupy_is_trusted_only_whole(no_gpu_libraries, cuda_device_factory, raw: bytes,
+                                                   expected: str | None) -> None:
+    device = cuda_device_factory(index=0, cupy=FakeCupy(uuid=raw))
+    assert device.info.ids.get("uuid") == expected
+    device.close()
+
+
+def test_cuda_device_runs_without_pytorch_when_its_stream_cannot_be_shared(no_gpu_libraries,
+                                                                           cuda_device_factory) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("CUDA driver version is insufficient for CUDA runtime version")
+
+    torch = types.SimpleNamespace(__version__="2.13.0", cuda=types.SimpleNamespace(ExternalStream=refuse))
+    device = cuda_device_factory(index=0, cupy=FakeCupy(), torch=torch)
+    assert device._torch is None and "insufficient" in (device.torch_unavailable or "")
+    assert device.time_batch(lambda: None, inner=1) > 0
+    device.close()
 
 
 def test_cuda_device_times_the_batch_between_events_on_its_stream(nvml: types.ModuleType, cuda_device_factory) -> None:
@@ -443,6 +493,14 @@ def test_amdsmi_partial_answers_of_an_older_library(amdsmi: types.ModuleType) ->
     assert reading.throttle_reasons == ("ppt0", "temp_hotspot")          # no violation status: metrics bits
     assert {"amdsmi_get_power_info", "amdsmi_get_violation_status"} <= set(telemetry.unreadable)
     assert sm_clock_discard_reason(reading.sm_clock_mhz, telemetry.max_sm_clock_mhz) == "sm-clock-below-threshold"
+    assert telemetry.throttling() is True                                # ppt0, temp_hotspot
+    telemetry.close()
+
+
+def test_amdsmi_throttling_is_unknown_without_either_answer(amdsmi: types.ModuleType) -> None:
+    telemetry = AmdsmiTelemetry(1)
+    telemetry._call = lambda name, *args: None      # type: ignore[method-assign]  # every query fails
+    assert telemetry.throttling() is None
     telemetry.close()
 
 
@@ -590,3 +648,7 @@ def test_gpu_check_script_is_valid_bash() -> None:
     script = Path(__file__).parents[1] / "benchmarks" / "gpu_check.sh"
     result = subprocess.run([bash, "-n", str(script)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+    # The preflight's Python (a here-document) must at least compile.
+    text = script.read_text()
+    start = text.index("<<'PY'\n") + len("<<'PY'\n")
+    compile(text[start : text.index("\nPY\n", start)], "gpu_check.sh preflight", "exec")

@@ -222,6 +222,17 @@ class AmdsmiTelemetry:
                            if r not in reasons)
         return tuple(reasons)
 
+    def throttling(self) -> bool | None:
+        """Whether any throttler or violation is active; None when amdsmi answers neither query."""
+        violations = self._call("amdsmi_get_violation_status", self.handle)
+        metrics = self._call("amdsmi_get_gpu_metrics_info", self.handle)
+        if not violations and not metrics:
+            return None
+        active = list(decode_violation_status(violations)) if violations else []
+        if metrics:
+            active.extend(decode_indep_throttle_status(metrics.get("indep_throttle_status")))
+        return bool(active)
+
     def processes(self) -> tuple[dict[str, Any], ...]:
         rows = self._call("amdsmi_get_gpu_process_list", self.handle) or []
         infos: list[Mapping[str, Any]] = []

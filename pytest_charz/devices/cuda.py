@@ -10,9 +10,12 @@ the whole device is synchronized, so nothing queued earlier (on any stream) runs
 measured interval.
 
 Discarding throttled samples. After each sample :meth:`CudaDevice.check_sample` reads the SM
-clock through NVML and answers ``"sm-clock-below-threshold"`` when it is under 75% of the
-expected SM clock (NVML's maximum SM clock unless given), the rule and default threshold of
-nvbench (``--throttle-threshold``). No NVML, no reading: no discard.
+clock through NVML; when it is under 75% of the expected SM clock (NVML's maximum SM clock
+unless given; nvbench's default ``--throttle-threshold``) and a throttle reason is active
+(power cap, thermal, hardware slowdown or power brake), it answers
+``"sm-clock-below-threshold"``. A low clock with only ``gpu_idle`` or ``applications_clocks``
+set is a GPU idling between short kernels or clocks locked low, not a slowed sample. No NVML,
+no reading: no discard.
 """
 from __future__ import annotations
 
@@ -55,7 +58,11 @@ def _optional_torch() -> Any | None:
         torch = importlib.import_module("torch")
     except Exception:
         return None
-    return torch if getattr(torch.version, "cuda", None) else None
+    try:
+        usable = bool(getattr(torch.version, "cuda", None)) and bool(torch.cuda.is_available())
+    except Exception:   # a wheel built for a newer CUDA than the driver: CuPy cases still run
+        usable = False
+    return torch if usable else None
 
 
 class CudaDevice(TelemetryDiscards):
@@ -75,8 +82,15 @@ class CudaDevice(TelemetryDiscards):
         self._torch = torch if torch is not None else _optional_torch()
         with self._device:
             self.stream = cp.cuda.Stream(non_blocking=True)
-        self._torch_stream = (self._torch.cuda.ExternalStream(self.stream.ptr, device=index)
-                              if self._torch is not None else None)
+        self._torch_stream = None
+        #: Why PyTorch is not used on this device, when it is not (its cases skip with it).
+        self.torch_unavailable: str | None = None if self._torch is not None else "PyTorch with usable CUDA not found"
+        if self._torch is not None:
+            try:
+                self._torch_stream = self._torch.cuda.ExternalStream(self.stream.ptr, device=index)
+            except Exception as exc:    # e.g. PyTorch's CUDA runtime cannot use this driver
+                self.torch_unavailable = f"{type(exc).__name__}: {exc}"
+                self._torch = None
         self.pci_bus_id = normalize_pci_bus_id(self._device.pci_bus_id)
         self._telemetry: NvmlTelemetry | None = None
         #: Why there is no telemetry, when there is none.
@@ -123,8 +137,12 @@ class CudaDevice(TelemetryDiscards):
             "cuda_runtime": format_cuda_version(cp.cuda.runtime.runtimeGetVersion()),
             "cupy": str(cp.__version__),
         }
-        if props.get("uuid"):
-            ids["uuid"] = format_uuid(props["uuid"])
+        # CuPy hands the 16-byte UUID over as a C string: cut at its first zero byte, or run on
+        # into the next field. Only a full 16 bytes is trusted (NVML's UUID replaces it anyway).
+        raw = props.get("uuid")
+        if isinstance(raw, (bytes, bytearray)) and len(raw) >= 16:
+            with contextlib.suppress(ValueError):
+                ids["uuid"] = format_uuid(bytes(raw[:16]))
         if self._telemetry is not None:
             nvml_ids = self._telemetry.identity()
             for key in ("uuid", "pci_device_id"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..measure.conditions import DeviceTelemetry
-from .nvml import sm_clock_discard_reason
+from .nvml import sm_clock_discard_reason, sm_clock_is_low
 
 
 def flush_bytes(l2_cache_bytes: int) -> int:
@@ -15,8 +15,9 @@ def flush_bytes(l2_cache_bytes: int) -> int:
 
 class TelemetryDiscards:
     """Mixin for a GPU backend with ``_telemetry`` (NvmlTelemetry / AmdsmiTelemetry or None),
-    ``expected_sm_clock_mhz`` and ``sm_clock_threshold``: a sample taken while the graphics clock
-    is under the threshold of its expected clock is discarded, as nvbench does."""
+    ``expected_sm_clock_mhz`` and ``sm_clock_threshold``: a sample after which the graphics clock
+    is under the threshold of its expected clock while the device reports throttling is
+    discarded (see :func:`~pytest_charz.devices.nvml.sm_clock_discard_reason`)."""
 
     _telemetry: Any
     expected_sm_clock_mhz: float | None
@@ -28,5 +29,8 @@ class TelemetryDiscards:
     def check_sample(self) -> str | None:
         if self._telemetry is None:
             return None
-        return sm_clock_discard_reason(self._telemetry.sm_clock_mhz(), self.expected_sm_clock_mhz,
-                                       self.sm_clock_threshold)
+        clock = self._telemetry.sm_clock_mhz()
+        if not sm_clock_is_low(clock, self.expected_sm_clock_mhz, self.sm_clock_threshold):
+            return None             # the common case: one telemetry call per sample
+        return sm_clock_discard_reason(clock, self.expected_sm_clock_mhz, self.sm_clock_threshold,
+                                       throttled=self._telemetry.throttling())

@@ -72,18 +72,39 @@ def decode_clock_event_reasons(mask: int) -> tuple[str, ...]:
     return tuple(names)
 
 
+#: Clock-event reasons that mean the GPU is held below the clock it was asked for. The others
+#: (``gpu_idle``, ``applications_clocks``, ``sync_boost``, ``display_clock_setting``) are a clock
+#: low by choice: an idle GPU between short kernels, or clocks locked by the administrator.
+THROTTLE_EVENT_REASONS = frozenset({"sw_power_cap", "hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake"})
+
+
+def sm_clock_is_low(sm_clock_mhz: float | None, expected_sm_clock_mhz: float | None,
+                    threshold: float = SM_CLOCK_THRESHOLD) -> bool:
+    """Whether the SM clock is under ``threshold`` x the expected SM clock (False when either is
+    unknown: no evidence)."""
+    if sm_clock_mhz is None or expected_sm_clock_mhz is None or not expected_sm_clock_mhz > 0:
+        return False
+    return sm_clock_mhz < threshold * expected_sm_clock_mhz
+
+
 def sm_clock_discard_reason(
     sm_clock_mhz: float | None,
     expected_sm_clock_mhz: float | None,
     threshold: float = SM_CLOCK_THRESHOLD,
+    throttled: bool | None = None,
 ) -> str | None:
     """``"sm-clock-below-threshold"`` when the SM clock is under ``threshold`` x the expected SM
-    clock, else None (also when either clock is unknown: no evidence, no discard)."""
-    if sm_clock_mhz is None or expected_sm_clock_mhz is None or not expected_sm_clock_mhz > 0:
+    clock and the device says it is throttling, else None.
+
+    The clock is read after the sample, not during it (nvbench times the clock inside the
+    sample): a GPU that idles between short kernels, or whose clocks an administrator locked
+    low, reads a low clock without any sample being slowed. So a low clock discards only with a
+    throttle reason (``throttled`` True); ``throttled`` None (the reasons could not be read)
+    falls back to the clock alone; False (no throttle reason) keeps the sample.
+    """
+    if not sm_clock_is_low(sm_clock_mhz, expected_sm_clock_mhz, threshold) or throttled is False:
         return None
-    if sm_clock_mhz < threshold * expected_sm_clock_mhz:
-        return SM_CLOCK_DISCARD_REASON
-    return None
+    return SM_CLOCK_DISCARD_REASON
 
 
 def _text(value: Any) -> str:
@@ -156,13 +177,25 @@ class NvmlTelemetry:
         return self._float(self._call("nvmlDeviceGetClockInfo", self.handle,
                                       self._const("NVML_CLOCK_SM", _NVML_CLOCK_SM)))
 
-    def clock_event_reasons(self) -> tuple[str, ...]:
+    def _clock_event_mask(self) -> int | None:
         mask = self._call("nvmlDeviceGetCurrentClocksEventReasons", self.handle)
         if mask is None:  # pynvml before the rename, or a driver without the new entry point
             mask = self._call("nvmlDeviceGetCurrentClocksThrottleReasons", self.handle)
             if mask is not None:
                 self.unreadable.pop("nvmlDeviceGetCurrentClocksEventReasons", None)
-        return decode_clock_event_reasons(int(mask)) if mask is not None else ()
+        return int(mask) if mask is not None else None
+
+    def clock_event_reasons(self) -> tuple[str, ...]:
+        mask = self._clock_event_mask()
+        return decode_clock_event_reasons(mask) if mask is not None else ()
+
+    def throttling(self) -> bool | None:
+        """Whether a throttle reason (:data:`THROTTLE_EVENT_REASONS`) is active; None when the
+        reasons cannot be read."""
+        mask = self._clock_event_mask()
+        if mask is None:
+            return None
+        return any(reason in THROTTLE_EVENT_REASONS for reason in decode_clock_event_reasons(mask))
 
     def processes(self) -> tuple[dict[str, Any], ...]:
         """Compute processes on the GPU other than this one: pid, name, memory_bytes."""

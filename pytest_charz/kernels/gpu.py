@@ -23,7 +23,7 @@ FMA_KERNELS = {"fp64": "fma_fp64", "fp32": "fma_fp32", "fp16": "fma_fp16x2"}
 STREAM_KERNELS = {"copy": "stream_copy", "scale": "stream_scale", "add": "stream_add",
                   "triad": "stream_triad"}
 KERNEL_NAMES: tuple[str, ...] = (*FMA_KERNELS.values(), *STREAM_KERNELS.values(),
-                                 "pointer_chase", "empty_kernel")
+                                 "copy_passes", "pointer_chase", "empty_kernel")
 
 #: Arrays each STREAM kernel reads and writes, and FLOPs per element (McCalpin's accounting).
 STREAM_ARRAYS_READ = {"copy": 1, "scale": 1, "add": 2, "triad": 2}
@@ -183,13 +183,27 @@ class GpuKernels:
         self.functions[STREAM_KERNELS[op]]((blocks,), (threads_per_block,), args)
         return stream_work(op, n)
 
+    def check_copy(self, a: Any, c: Any) -> None:
+        """Check arrays for :meth:`copy_passes` once, outside the timed loop."""
+        if a.size != c.size or a.dtype != np.float64 or c.dtype != np.float64:
+            raise UsageError(f"copy arrays must be float64 of equal size; got {a.dtype} x {a.size}, {c.dtype} x {c.size}")
+        if a.data.ptr % 16 or c.data.ptr % 16:
+            raise UsageError("copy arrays must be 16-byte aligned (vector loads need it)")
+
+    def copy_passes(self, a: Any, c: Any, passes: int, *, blocks: int,
+                    threads_per_block: int = DEFAULT_THREADS_PER_BLOCK) -> None:
+        """Launch ``c = a`` ``passes`` times over in one kernel (16 n bytes a pass). Nothing is
+        checked or built here, so a timed loop of launches measures the GPU, not Python: call
+        :meth:`check_copy` once first."""
+        self.functions["copy_passes"]((blocks,), (threads_per_block,), (a, c, np.int64(a.size), np.int32(passes)))
+
     def chase(self, table: Any, steps: int, out: Any, start: int = 0) -> Work:
         """Launch one thread chasing ``steps`` loads through ``table`` (a device copy of
         :func:`build_chase_permutation`); the last index lands in ``out[0]``."""
         self.functions["pointer_chase"]((1,), (1,), (table, np.int64(steps), np.uint32(start), out))
         return chase_work(steps, int(table.nbytes))
 
-    def empty(self) -> Work:
-        """Launch the empty kernel once (one block of one thread)."""
+    def empty(self) -> None:
+        """Launch the empty kernel once (one block of one thread); nothing else, so that a loop
+        of launches times the launches (the case declares ``launch_work``)."""
         self.functions["empty_kernel"]((1,), (1,), ())
-        return launch_work(1)

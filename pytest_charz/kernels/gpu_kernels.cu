@@ -150,4 +150,18 @@ extern "C" __global__ void pointer_chase(const unsigned int* next, long long ste
 }
 
 /* An empty kernel: what a launch costs with no work in it. */
+/* copy_passes: c = a, `passes` times over in one launch, so that a working set small enough to
+ * sit in L2 is timed over enough bytes to hide the launch. __syncthreads() between passes is a
+ * compiler barrier: the repeated stores cannot be merged away. Bytes: 16 n passes. */
+extern "C" __global__ void copy_passes(const double* a, double* c, long long n, int passes)
+{
+    const double2* a2 = reinterpret_cast<const double2*>(a);
+    double2* c2 = reinterpret_cast<double2*>(c);
+    for (int p = 0; p < passes; ++p) {
+        for (long long i = CHARZ_THREAD_ID; i < n / 2; i += CHARZ_THREAD_COUNT) c2[i] = a2[i];
+        if (CHARZ_THREAD_ID == 0 && (n & 1)) c[n - 1] = a[n - 1];
+        __syncthreads();
+    }
+}
+
 extern "C" __global__ void empty_kernel() {}
