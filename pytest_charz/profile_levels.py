@@ -37,9 +37,11 @@ def _level_names(fit: Any, spec: SpecView, threads: int = 1) -> list[str | None]
 
     With the spec's cache capacities, the plateau before each boundary takes the cache level
     whose capacity is nearest (in log size) to the boundary's, among the levels after the one
-    named before; the last plateau is ``dram`` when it starts beyond the last-level cache or no
-    cache level is left. Without them: ``l1``, ``l2``, ... and ``dram`` for the last plateau.
-    A plateau left without a level gets None (its figures stay in the curve only).
+    named before. Once every cache level is named, the next plateau is ``dram``: further steps
+    past it are not memory levels (page walks once the page tables themselves miss the caches,
+    or a slower memory) and stay unnamed. Otherwise the last plateau is ``dram`` when it starts
+    beyond the last-level cache. Without capacities: ``l1``, ``l2``, ... and ``dram`` for the
+    last plateau. A plateau left without a level gets None (its figures stay in the curve only).
     """
     plateaus, boundaries = fit.plateaus, fit.boundaries
     caches = spec.cache_levels()
@@ -48,7 +50,7 @@ def _level_names(fit: Any, spec: SpecView, threads: int = 1) -> list[str | None]
         remaining = list(caches)
         for boundary in boundaries:
             if not remaining:
-                names.append(None)
+                names.append(None if "dram" in names else "dram")
                 continue
             nearest = min(remaining, key=lambda item: abs(math.log(
                 _capacity(boundary.capacity_bytes, item[0], spec, threads) / (item[1] or 1.0))))
@@ -56,7 +58,10 @@ def _level_names(fit: Any, spec: SpecView, threads: int = 1) -> list[str | None]
             remaining = remaining[remaining.index(nearest) + 1 :]
         llc = spec.llc_bytes() or 0.0
         last = plateaus[-1]
-        names.append("dram" if last.first_size_bytes > llc or not remaining else remaining[0][0])
+        if "dram" in names:
+            names.append(None)
+        else:
+            names.append("dram" if last.first_size_bytes > llc or not remaining else remaining[0][0])
         return names
     order = [name for name, _ in caches] or [lv for lv in MEMORY_LEVELS if lv != "dram"]
     names = [order[i] if i < len(order) else None for i in range(len(plateaus))]

@@ -275,6 +275,19 @@ def test_points_that_missed_their_noise_target_do_not_make_a_level():
     assert all(p["used"] for p in build_profile([make_run(cases)], ["r.json"])["curves"]["latency"]["points"])
 
 
+def test_a_step_past_dram_is_not_the_dram_latency():
+    # Past a gigabyte the page tables miss the caches too: the walk's cost rises again.
+    sizes = np.geomspace(16 * KIB, 2048 * MIB, 30)
+    local = staircase(sizes, [48 * KIB, 2 * MIB, 32 * MIB], [1.1e-9, 4.2e-9, 16e-9, 95e-9])
+    local[sizes > 1100 * MIB] *= 1.6
+    cases = [make_case(f"test_chase[page-local-{int(s)}]", "chase", v * 1e6, accesses=1_000_000,
+                       shape={"working_set_bytes": float(round(s)), "line_bytes": 64, "pattern": "page-local"})
+             for s, v in zip(sizes, local)]
+    found = build_profile([make_run(cases)], ["r.json"])
+    assert ceiling(found, "latency:dram")["value"] == pytest.approx(95e-9, rel=0.05)
+    assert [p["level"] for p in found["curves"]["latency"]["plateaus"]] == ["l1", "l2", "l3", "dram", None]
+
+
 def test_chase_without_a_pattern_still_gives_the_levels(profile):
     assert "latency_random" not in profile["curves"]
     assert ceiling(profile, "latency:l3")["value"] == pytest.approx(16e-9, rel=0.05)
