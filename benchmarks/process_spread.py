@@ -1,4 +1,4 @@
-"""How far apart fresh processes measure the same kernel on this machine, without pytest-charz.
+"""How far apart fresh processes measure the same kernel on this machine, without the harness.
 
 Two back-to-back runs of the suites are two processes some minutes apart; their profiles cannot
 agree more closely than plain, separately started programs timing the same operation do. This
@@ -6,7 +6,8 @@ script starts ``--processes`` fresh Python processes one after the other for eac
 times its operation ``--calls`` times after a warm-up and prints the median. It reports, per
 probe, the medians' minimum, median and maximum and the spread max/min - 1: the floor under
 run-to-run agreement that the machine itself sets (clock, neighbours, physical page placement,
-hash and address randomisation).
+hash and address randomisation). The operations are plain NumPy and PyTorch calls, and the
+suite's own page-local pointer chase (its C kernel, called directly) for DRAM latency.
 
     python benchmarks/process_spread.py [--processes 8] [--calls 15] [--probe NAME ...]
 """
@@ -31,6 +32,10 @@ PROBES = {
                        "torch.matmul(a, b, out=c)", "2 * 2048**3 / t / 1e12", "TFLOP/s"),
     "numpy-add-1": ("import numpy as np; a, b, c = np.ones(1), np.ones(1), np.empty(1)",
                     "[np.add(a, b, out=c) for _ in range(1000)]", "t / 1000 * 1e9", "ns per add"),
+    "chase-256MiB": ("from pytest_charz.kernels import cpu; "
+                     "buf = cpu.chase_build((256 << 20) // 64, 64, seed=3, hugepages=True, pattern='page-local'); "
+                     "pos = [cpu.chase(buf, 1 << 22)]",
+                     "pos.append(cpu.chase(buf, 20000, pos[-1]))", "t / 20000 * 1e9", "ns per load"),
     "copy-256MiB": ("import numpy as np; a = np.random.default_rng().random(1 << 25); b = np.empty_like(a)",
                     "np.copyto(b, a)", "2 * a.nbytes / t / 1e9", "GB/s (read + write)"),
 }
