@@ -156,7 +156,7 @@ def gpu_fma_reference(dtype: str, threads: int, iters: int, mul: float, add: flo
 def test_fma_gpu(charz: Any, device: Any, gpu_kernels: Any, gpu_fma_dtype: str) -> None:
     import cupy as cp
 
-    from pytest_charz.kernels.gpu import DEFAULT_THREADS_PER_BLOCK, FMA_ADD, FMA_MUL, fill_grid, fma_chains, fma_flops
+    from pytest_charz.kernels.gpu import DEFAULT_THREADS_PER_BLOCK, FMA_ADD, FMA_MUL, fma_chains, fma_flops
 
     dtype = gpu_fma_dtype
     storage = {"fp64": cp.float64, "fp32": cp.float32, "fp16": cp.float16}[dtype]
@@ -175,7 +175,7 @@ def test_fma_gpu(charz: Any, device: Any, gpu_kernels: Any, gpu_fma_dtype: str) 
     tolerance = {"fp64": 1e-9, "fp32": 1e-3, "fp16": 1e-2}[dtype]
     np.testing.assert_allclose(stored, expected, rtol=tolerance)
 
-    blocks = fill_grid(device.sm_count)
+    blocks = gpu_kernels.grid(dtype, device.sm_count)
     with device.on_stream():
         sink = cp.empty(blocks * DEFAULT_THREADS_PER_BLOCK * lanes, dtype=storage)
     device.synchronize()

@@ -136,11 +136,12 @@ def test_contention_cpu(charz: Any, device: Any, size_plan: Any, cpu_pair: tuple
 def test_contention_gpu(charz: Any, device: Any, size_plan: Any, gpu_kernels: Any) -> None:
     import cupy as cp
 
-    from pytest_charz.kernels.gpu import DEFAULT_BLOCKS_PER_SM, fill_grid, stream_bytes
+    from pytest_charz.kernels.gpu import stream_bytes
 
     array_bytes = stream_array_bytes(size_plan)
     n = array_bytes // 8
-    half_grid = fill_grid(device.sm_count, max(1, DEFAULT_BLOCKS_PER_SM // 2))
+    # Victim and aggressor each take half the blocks an SM holds, so both stay resident at once.
+    half_grid = min(gpu_kernels.grid("triad", device.sm_count, 0.5), gpu_kernels.grid("copy", device.sm_count, 0.5))
     with device.on_stream():
         a, b, c = (cp.asarray(1.0 + charz.rng.random(n)) for _ in range(3))
         x, y = (cp.asarray(1.0 + charz.rng.random(n)) for _ in range(2))

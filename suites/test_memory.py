@@ -293,12 +293,12 @@ def _check_gpu_stream(cp: Any, kernels: Any, kernel: str, a: Any, b: Any, c: Any
 def test_stream_gpu(charz: Any, device: Any, size_plan: Any, gpu_kernels: Any, gpu_stream_kernel: str) -> None:
     import cupy as cp
 
-    from pytest_charz.kernels.gpu import DEFAULT_THREADS_PER_BLOCK, fill_grid, stream_bytes
+    from pytest_charz.kernels.gpu import DEFAULT_THREADS_PER_BLOCK, stream_bytes
 
     kernel = gpu_stream_kernel
     array_bytes = stream_array_bytes(size_plan)
     n = array_bytes // 8
-    blocks = fill_grid(device.sm_count)
+    blocks = gpu_kernels.grid(kernel, device.sm_count)
     with device.on_stream():
         a, b, c = _gpu_arrays(cp, charz.rng, n, 3)
         _check_gpu_stream(cp, gpu_kernels, kernel, a, b, c, blocks, charz.rng)
@@ -316,10 +316,10 @@ def test_stream_gpu(charz: Any, device: Any, size_plan: Any, gpu_kernels: Any, g
 def test_copy_gpu(charz: Any, device: Any, size_plan: Any, gpu_kernels: Any, gpu_copy_bytes: int) -> None:
     import cupy as cp
 
-    from pytest_charz.kernels.gpu import fill_grid, stream_bytes
+    from pytest_charz.kernels.gpu import stream_bytes
 
     n = gpu_copy_bytes // 16            # two arrays make the working set
-    blocks = fill_grid(device.sm_count)
+    blocks = gpu_kernels.grid("copy_passes", device.sm_count)
     # One pass over an L2-sized working set takes a few microseconds, less than a launch from
     # Python: repeat the pass inside the launch until one launch moves GPU_COPY_LAUNCH_BYTES.
     passes = max(1, -(-GPU_COPY_LAUNCH_BYTES // stream_bytes("copy", n)))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -577,7 +578,7 @@ def test_sysfs_pci_device_id(tmp_path: Path) -> None:
 def test_every_kernel_name_is_defined_in_the_source() -> None:
     text = gpu.source()
     for name in gpu.KERNEL_NAMES:
-        assert f'extern "C" __global__ void {name}(' in text
+        assert re.search(rf'extern "C" __global__ void (CHARZ_BOUNDS )?{name}\(', text), name
     assert gpu.fma_chains() == 8
 
 
@@ -604,6 +605,36 @@ def test_fma_flop_accounting() -> None:
     assert work.flops == {"fp64": pytest.approx(132 * 8 * 256 * (2 * chains * 4096 + chains - 1))}
     assert work.bytes == {} and work.launches == 1
     assert gpu.fill_grid(132) == 1056
+
+
+def test_kernel_grids_follow_the_occupancy_the_driver_reports() -> None:
+    kernels = gpu.GpuKernels.__new__(gpu.GpuKernels)
+    asked: list[tuple[Any, int, int]] = []
+
+    def occupancy(function: Any, threads: int, shared: int) -> int:
+        asked.append((function, threads, shared))
+        return {"ptr-triad": 6, "ptr-fma": 12}[function]
+
+    kernels._cp = types.SimpleNamespace(cuda=types.SimpleNamespace(
+        driver=types.SimpleNamespace(occupancyMaxActiveBlocksPerMultiprocessor=occupancy)))
+    kernels.functions = {"stream_triad": types.SimpleNamespace(ptr="ptr-triad"),
+                         "fma_fp64": types.SimpleNamespace(ptr="ptr-fma")}
+    assert kernels.grid("triad", 58) == 58 * 6            # an L4-like SM holds 6 blocks of 256
+    assert kernels.grid("fp64", 132) == 132 * 8           # never more than the default 8
+    assert kernels.grid("triad", 132, 0.5) == 132 * 3     # half for each of two co-running kernels
+    assert asked[0] == ("ptr-triad", 256, 0)
+    kernels._cp = types.SimpleNamespace()                 # no occupancy call: the default
+    assert kernels.grid("stream_triad", 10) == 80
+    with pytest.raises(UsageError):
+        kernels.grid("triad", 10, 0.0)
+
+
+def test_kernel_source_bounds_match_the_launch_defaults() -> None:
+    text = gpu.source()
+    assert re.search(rf"#define CHARZ_BLOCK_THREADS {gpu.DEFAULT_THREADS_PER_BLOCK}\b", text)
+    assert re.search(rf"#define CHARZ_BLOCKS_PER_SM {gpu.DEFAULT_BLOCKS_PER_SM}\b", text)
+    for name in (*gpu.FMA_KERNELS.values(), *gpu.STREAM_KERNELS.values(), "copy_passes"):
+        assert f"CHARZ_BOUNDS {name}(" in text
     with pytest.raises(UsageError):
         gpu.fma_flops("int8", 1, 1)
 

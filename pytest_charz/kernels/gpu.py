@@ -25,6 +25,9 @@ STREAM_KERNELS = {"copy": "stream_copy", "scale": "stream_scale", "add": "stream
 KERNEL_NAMES: tuple[str, ...] = (*FMA_KERNELS.values(), *STREAM_KERNELS.values(),
                                  "copy_passes", "pointer_chase", "empty_kernel")
 
+#: Kernel function of each short name a suite uses (``fp64`` FMA, ``triad``, ...).
+KERNEL_BY_NAME: dict[str, str] = {**FMA_KERNELS, **STREAM_KERNELS}
+
 #: Arrays each STREAM kernel reads and writes, and FLOPs per element (McCalpin's accounting).
 STREAM_ARRAYS_READ = {"copy": 1, "scale": 1, "add": 2, "triad": 2}
 STREAM_ARRAYS_WRITTEN = {"copy": 1, "scale": 1, "add": 1, "triad": 1}
@@ -148,6 +151,26 @@ class GpuKernels:
         self._cp = cupy if cupy is not None else require_extra("cupy", "cuda")
         self.module = self._cp.RawModule(code=source(), options=("-std=c++14", *options))
         self.functions = {name: self.module.get_function(name) for name in KERNEL_NAMES}
+
+    def resident_blocks_per_sm(self, name: str, threads_per_block: int = DEFAULT_THREADS_PER_BLOCK) -> int:
+        """Blocks of kernel ``name`` one SM holds at once (the driver's occupancy calculator, for
+        this kernel's registers on this device), at most ``DEFAULT_BLOCKS_PER_SM``; that default
+        where the driver cannot be asked."""
+        try:
+            resident = int(self._cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+                self.functions[name].ptr, threads_per_block, 0))
+        except Exception:   # an old CuPy, or a HIP build without the call
+            return DEFAULT_BLOCKS_PER_SM
+        return max(1, min(resident, DEFAULT_BLOCKS_PER_SM))
+
+    def grid(self, name: str, sm_count: int, share: float = 1.0) -> int:
+        """Blocks of kernel ``name`` that fill every SM in one wave (``share`` of the resident
+        blocks, at least one per SM: two kernels meant to run side by side take half each). A
+        grid one block per SM larger than what fits runs a second, mostly idle wave."""
+        if not 0 < share <= 1:
+            raise UsageError(f"share must be in (0, 1], got {share!r}")
+        per_sm = max(1, int(self.resident_blocks_per_sm(KERNEL_BY_NAME.get(name, name)) * share))
+        return fill_grid(sm_count, per_sm)
 
     def fma(self, out: Any, dtype: str, iters: int, blocks: int,
             threads_per_block: int = DEFAULT_THREADS_PER_BLOCK, *, store: bool = False,

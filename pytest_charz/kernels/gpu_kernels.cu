@@ -20,6 +20,14 @@
  * kernels/gpu.py reads this value for its FLOP accounting. */
 #define CHARZ_FMA_CHAINS 8
 
+/* The launcher fills every SM with CHARZ_BLOCKS_PER_SM blocks of CHARZ_BLOCK_THREADS threads
+ * (kernels/gpu.py, fill_grid). All of them must be resident at once: with more registers per
+ * thread than 65536 / (256 x 8) = 32 only 6 blocks fit, the grid becomes 1.33 waves, and the
+ * second wave's blocks run alone while most SMs idle. The bounds cap the registers to fit. */
+#define CHARZ_BLOCK_THREADS 256
+#define CHARZ_BLOCKS_PER_SM 8
+#define CHARZ_BOUNDS __launch_bounds__(CHARZ_BLOCK_THREADS, CHARZ_BLOCKS_PER_SM)
+
 #define CHARZ_THREAD_ID (blockIdx.x * (long long)blockDim.x + threadIdx.x)
 #define CHARZ_THREAD_COUNT ((long long)gridDim.x * blockDim.x)
 
@@ -28,7 +36,7 @@
  * combine the chains. acc = acc * mul + add with 0 < mul < 1 converges to add / (1 - mul), so
  * values neither overflow nor become subnormal, whatever iters is. */
 
-extern "C" __global__ void fma_fp64(double* out, int iters, int store, double mul, double add)
+extern "C" __global__ void CHARZ_BOUNDS fma_fp64(double* out, int iters, int store, double mul, double add)
 {
     const long long tid = CHARZ_THREAD_ID;
     double acc[CHARZ_FMA_CHAINS];
@@ -45,7 +53,7 @@ extern "C" __global__ void fma_fp64(double* out, int iters, int store, double mu
     if (store) out[tid] = sum;
 }
 
-extern "C" __global__ void fma_fp32(float* out, int iters, int store, float mul, float add)
+extern "C" __global__ void CHARZ_BOUNDS fma_fp32(float* out, int iters, int store, float mul, float add)
 {
     const long long tid = CHARZ_THREAD_ID;
     float acc[CHARZ_FMA_CHAINS];
@@ -64,7 +72,7 @@ extern "C" __global__ void fma_fp32(float* out, int iters, int store, float mul,
 
 /* Packed half precision: each __hfma2 is two FMAs (four FLOPs). `out` is a float16 array of two
  * elements per thread; mul and add arrive as float and are converted once. */
-extern "C" __global__ void fma_fp16x2(__half2* out, int iters, int store, float mul, float add)
+extern "C" __global__ void CHARZ_BOUNDS fma_fp16x2(__half2* out, int iters, int store, float mul, float add)
 {
     const long long tid = CHARZ_THREAD_ID;
     const __half2 m = __float2half2_rn(mul);
@@ -88,7 +96,7 @@ extern "C" __global__ void fma_fp16x2(__half2* out, int iters, int store, float 
  * 16-byte aligned (the launcher checks): the body moves double2 vectors, and the first thread
  * handles the odd last element. Bytes per launch: copy and scale 16 n, add and triad 24 n. */
 
-extern "C" __global__ void stream_copy(const double* __restrict__ a, double* __restrict__ c, long long n)
+extern "C" __global__ void CHARZ_BOUNDS stream_copy(const double* __restrict__ a, double* __restrict__ c, long long n)
 {
     const double2* a2 = reinterpret_cast<const double2*>(a);
     double2* c2 = reinterpret_cast<double2*>(c);
@@ -96,7 +104,7 @@ extern "C" __global__ void stream_copy(const double* __restrict__ a, double* __r
     if (CHARZ_THREAD_ID == 0 && (n & 1)) c[n - 1] = a[n - 1];
 }
 
-extern "C" __global__ void stream_scale(const double* __restrict__ c, double* __restrict__ b, double scalar,
+extern "C" __global__ void CHARZ_BOUNDS stream_scale(const double* __restrict__ c, double* __restrict__ b, double scalar,
                                         long long n)
 {
     const double2* c2 = reinterpret_cast<const double2*>(c);
@@ -108,7 +116,7 @@ extern "C" __global__ void stream_scale(const double* __restrict__ c, double* __
     if (CHARZ_THREAD_ID == 0 && (n & 1)) b[n - 1] = scalar * c[n - 1];
 }
 
-extern "C" __global__ void stream_add(const double* __restrict__ a, const double* __restrict__ b,
+extern "C" __global__ void CHARZ_BOUNDS stream_add(const double* __restrict__ a, const double* __restrict__ b,
                                       double* __restrict__ c, long long n)
 {
     const double2* a2 = reinterpret_cast<const double2*>(a);
@@ -122,7 +130,7 @@ extern "C" __global__ void stream_add(const double* __restrict__ a, const double
     if (CHARZ_THREAD_ID == 0 && (n & 1)) c[n - 1] = a[n - 1] + b[n - 1];
 }
 
-extern "C" __global__ void stream_triad(double* __restrict__ a, const double* __restrict__ b,
+extern "C" __global__ void CHARZ_BOUNDS stream_triad(double* __restrict__ a, const double* __restrict__ b,
                                         const double* __restrict__ c, double scalar, long long n)
 {
     const double2* b2 = reinterpret_cast<const double2*>(b);
@@ -153,7 +161,7 @@ extern "C" __global__ void pointer_chase(const unsigned int* next, long long ste
 /* copy_passes: c = a, `passes` times over in one launch, so that a working set small enough to
  * sit in L2 is timed over enough bytes to hide the launch. __syncthreads() between passes is a
  * compiler barrier: the repeated stores cannot be merged away. Bytes: 16 n passes. */
-extern "C" __global__ void copy_passes(const double* a, double* c, long long n, int passes)
+extern "C" __global__ void CHARZ_BOUNDS copy_passes(const double* a, double* c, long long n, int passes)
 {
     const double2* a2 = reinterpret_cast<const double2*>(a);
     double2* c2 = reinterpret_cast<double2*>(c);
