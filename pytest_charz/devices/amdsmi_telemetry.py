@@ -35,11 +35,12 @@ from __future__ import annotations
 
 import os
 from types import ModuleType
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from ..errors import require_extra
 from ..measure.conditions import DeviceTelemetry
 from .detect_gpu import format_pci_id, normalize_pci_bus_id
+from .vendor_library import VendorLibrary
 
 #: ``indep_throttle_status`` bits (amdgpu ``SMU_THROTTLER_*_BIT``) -> reason names.
 INDEP_THROTTLE_BITS: tuple[tuple[int, str], ...] = (
@@ -144,17 +145,13 @@ def load_amdsmi() -> ModuleType:
     return require_extra("amdsmi", "rocm")
 
 
-class AmdsmiTelemetry:
+class AmdsmiTelemetry(VendorLibrary):
     """Telemetry of one AMD GPU, chosen by amdsmi ``index`` or (preferred) ``pci_bus_id``."""
 
     def __init__(self, index: int | None = None, *, pci_bus_id: str | None = None,
                  amdsmi: ModuleType | None = None) -> None:
         self._smi = amdsmi if amdsmi is not None else load_amdsmi()
-        self._error: type[BaseException] = getattr(self._smi, "AmdSmiException", Exception)
-        #: Why each field that could not be read was not read (call name -> message).
-        self.unreadable: dict[str, str] = {}
-        self._smi.amdsmi_init()
-        self._open = True
+        self._open_library(self._smi, "amdsmi", "AmdSmiException", "amdsmi_init", "amdsmi_shut_down")
         try:
             self.handle = self._find_handle(index, pci_bus_id)
         except BaseException:
@@ -178,20 +175,6 @@ class AmdsmiTelemetry:
 
     def _clock_type(self, name: str) -> Any:
         return getattr(getattr(self._smi, "AmdSmiClkType", None), name, name)
-
-    def _call(self, name: str, *args: Any) -> Any:
-        """``amdsmi.<name>(*args)``, or None (reason kept in ``unreadable``) when it fails."""
-        fn: Callable[..., Any] | None = getattr(self._smi, name, None)
-        if fn is None:
-            self.unreadable[name] = "not in this amdsmi"
-            return None
-        try:
-            value = fn(*args)
-        except self._error as exc:
-            self.unreadable[name] = str(exc) or type(exc).__name__
-            return None
-        self.unreadable.pop(name, None)
-        return value
 
     def sm_clock_mhz(self) -> float | None:
         """The graphics (shader) clock now, in MHz."""
@@ -283,11 +266,3 @@ class AmdsmiTelemetry:
         if driver.get("driver_version"):
             out["driver"] = str(driver["driver_version"])
         return out
-
-    def close(self) -> None:
-        if self._open:
-            self._open = False
-            try:
-                self._smi.amdsmi_shut_down()
-            except self._error:
-                pass

@@ -135,6 +135,15 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def _optional(read: Callable[[], _T]) -> _T | None:
+    """``read()``, or None when the library cannot answer (an identity field a driver lacks
+    leaves the device listed without it)."""
+    try:
+        return read()
+    except Exception:
+        return None
+
+
 def _import(name: str) -> Any | None:
     """Import an optional module, or None when it is absent or fails to load."""
     try:
@@ -164,17 +173,10 @@ def nvml_gpus(nvml: Any) -> list[PhysicalGpu]:
         out = []
         for i in range(nvml.nvmlDeviceGetCount()):
             handle = nvml.nvmlDeviceGetHandleByIndex(i)
-            bus_id = device_id = uuid = None
-            try:
-                pci = nvml.nvmlDeviceGetPciInfo(handle)
-                bus_id = normalize_pci_bus_id(_text(pci.busId))
-                device_id = format_pci_id(int(pci.pciDeviceId) >> 16)
-            except Exception:
-                pass
-            try:
-                uuid = _text(nvml.nvmlDeviceGetUUID(handle))
-            except Exception:
-                pass
+            pci = _optional(lambda: nvml.nvmlDeviceGetPciInfo(handle))
+            bus_id = _optional(lambda: normalize_pci_bus_id(_text(pci.busId))) if pci is not None else None
+            device_id = _optional(lambda: format_pci_id(int(pci.pciDeviceId) >> 16)) if pci is not None else None
+            uuid = _optional(lambda: _text(nvml.nvmlDeviceGetUUID(handle)))
             out.append(PhysicalGpu(_text(nvml.nvmlDeviceGetName(handle)), bus_id, device_id, uuid))
         return out
     finally:
@@ -245,20 +247,9 @@ def amdsmi_gpus(amdsmi: Any) -> list[PhysicalGpu]:
     try:
         out = []
         for handle in amdsmi.amdsmi_get_processor_handles():
-            asic: dict[str, Any] = {}
-            bus_id = uuid = None
-            try:
-                asic = dict(amdsmi.amdsmi_get_gpu_asic_info(handle))
-            except Exception:
-                pass
-            try:
-                bus_id = normalize_pci_bus_id(_text(amdsmi.amdsmi_get_gpu_device_bdf(handle)))
-            except Exception:
-                pass
-            try:
-                uuid = _text(amdsmi.amdsmi_get_gpu_device_uuid(handle))
-            except Exception:
-                pass
+            asic: dict[str, Any] = _optional(lambda: dict(amdsmi.amdsmi_get_gpu_asic_info(handle))) or {}
+            bus_id = _optional(lambda: normalize_pci_bus_id(_text(amdsmi.amdsmi_get_gpu_device_bdf(handle))))
+            uuid = _optional(lambda: _text(amdsmi.amdsmi_get_gpu_device_uuid(handle)))
             name = str(asic.get("market_name") or "AMD GPU")
             out.append(PhysicalGpu(name, bus_id, format_pci_id(asic.get("device_id")), uuid))
         return out

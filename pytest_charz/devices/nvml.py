@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import os
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import require_extra
 from ..measure.conditions import DeviceTelemetry
 from .detect_gpu import normalize_pci_bus_id
+from .vendor_library import VendorLibrary
 
 #: Bit -> name of the clock-event reasons in ``nvml.h``.
 CLOCK_EVENT_REASONS: tuple[tuple[int, str], ...] = (
@@ -116,7 +117,7 @@ def load_pynvml() -> ModuleType:
     return require_extra("pynvml", "cuda")
 
 
-class NvmlTelemetry:
+class NvmlTelemetry(VendorLibrary):
     """Telemetry of one NVIDIA GPU.
 
     ``index`` is NVML's index (all GPUs of the machine, in PCI order, regardless of
@@ -127,11 +128,7 @@ class NvmlTelemetry:
     def __init__(self, index: int | None = None, *, pci_bus_id: str | None = None,
                  nvml: ModuleType | None = None) -> None:
         self._nvml = nvml if nvml is not None else load_pynvml()
-        self._error: type[BaseException] = getattr(self._nvml, "NVMLError", Exception)
-        #: Why each field that could not be read was not read (call name -> message).
-        self.unreadable: dict[str, str] = {}
-        self._nvml.nvmlInit()
-        self._open = True
+        self._open_library(self._nvml, "pynvml", "NVMLError", "nvmlInit", "nvmlShutdown")
         try:
             self.handle = self._find_handle(index, pci_bus_id)
         except BaseException:
@@ -153,20 +150,6 @@ class NvmlTelemetry:
 
     def _const(self, name: str, default: int) -> int:
         return int(getattr(self._nvml, name, default))
-
-    def _call(self, name: str, *args: Any) -> Any:
-        """``pynvml.<name>(*args)``, or None (reason kept in ``unreadable``) when it fails."""
-        fn: Callable[..., Any] | None = getattr(self._nvml, name, None)
-        if fn is None:
-            self.unreadable[name] = "not in this pynvml"
-            return None
-        try:
-            value = fn(*args)
-        except self._error as exc:
-            self.unreadable[name] = str(exc) or type(exc).__name__
-            return None
-        self.unreadable.pop(name, None)
-        return value
 
     @staticmethod
     def _float(value: Any, scale: float = 1.0) -> float | None:
@@ -247,11 +230,3 @@ class NvmlTelemetry:
         if driver is not None:
             out["driver"] = _text(driver)
         return out
-
-    def close(self) -> None:
-        if self._open:
-            self._open = False
-            try:
-                self._nvml.nvmlShutdown()
-            except self._error:
-                pass
