@@ -12,7 +12,6 @@ import math
 import statistics
 from typing import Any, Mapping, Sequence
 
-from .errors import UsageError
 from .measure.conditions import OTHER_LOAD_SUSPICIOUS_CPUS, STEAL_FRACTION_SUSPICIOUS
 from .profile_figures import (
     Case,
@@ -25,7 +24,7 @@ from .profile_figures import (
     work,
     working_set,
 )
-from .profile_fit import fit_alpha_beta
+from .profile_fit import link_figures
 from .profile_levels import bandwidth_group, latency_levels, levels
 from .report.units import format_bytes
 
@@ -33,8 +32,6 @@ from .report.units import format_bytes
 LLC_MULTIPLE = 4
 # A capacity from the bandwidth curve notes the latency curve's boundary when they differ more.
 CAPACITY_DISAGREE = 1.5
-# A transfer bandwidth is read from the transfers within this factor of the largest size.
-LARGE_TRANSFER_SPAN = 16
 KNOWN_OPS = ("fma", "gemm", "stream", "read", "chase", "copy", "transfer", "launch", "dispatch", "wakeup",
              "contention")
 _IDLE_REASONS = ("gpu_idle", "idle")
@@ -156,21 +153,6 @@ def _transfer_bytes(case: Case) -> float:
     return float(size) if isinstance(size, (int, float)) else float(sum((work(case).get("transfers") or {}).values()))
 
 
-def _large_transfer_bandwidth(sizes: list[float], times: list[float], latency_s: float,
-                              fitted: float) -> tuple[float, str]:
-    """Bandwidth of the largest transfers, those within ``LARGE_TRANSFER_SPAN`` of the largest
-    size: the median of size / (time - latency). A single line through every size is pulled by
-    the small ones wherever the curve is not one alpha-beta (host memory copies go from cache to
-    DRAM as they grow); the large transfers are what a bandwidth is quoted for."""
-    largest = max(sizes)
-    rates = [s / (t - latency_s) for s, t in zip(sizes, times) if s >= largest / LARGE_TRANSFER_SPAN and t > latency_s]
-    if not rates:
-        return fitted, "bandwidth from the fit over every size"
-    bandwidth = statistics.median(rates)
-    return bandwidth, (f"bandwidth: median over the {len(rates)} transfer(s) of {format_bytes(largest / LARGE_TRANSFER_SPAN)}"
-                       f" or more, less the fitted latency (the fit over every size: {fitted / 1e9:.3g} GB/s)")
-
-
 def _transfers(cases: list[Case], spec: SpecView) -> tuple[list[CaseFigures], dict[str, Any]]:
     """Per transfer kind: alpha-beta fit over sizes (pinned host memory when there is some)."""
     by_kind: dict[str, list[Case]] = {}
@@ -187,21 +169,22 @@ def _transfers(cases: list[Case], spec: SpecView) -> tuple[list[CaseFigures], di
         points[kind] = [{"case": c.get("id"), "bytes": _transfer_bytes(c), "time_s": time_s(c),
                          "pinned": bool(shape(c).get("pinned")), "counted": id(c) in used_ids} for c in group]
         notes = ["pinned host memory" if pinned else "pageable or unspecified host memory"]
+        link = link_figures(sizes, times)
+        bandwidth, latency = link.bandwidth_bytes_per_s, link.latency_s
         fit_json: dict[str, Any] | None = None
-        try:
-            fit = fit_alpha_beta(sizes, times)
-            bandwidth, latency = fit.bandwidth_bytes_per_s, fit.latency_s
-            fit_json = {"r2": fit.r2, "points": fit.points}
+        if link.fit is None:
+            notes.append("one transfer size only: no latency fit, bandwidth of that size")
+        else:
+            fit_json = {"r2": link.fit.r2, "points": link.fit.points}
             fits[kind] = {"bandwidth": bandwidth, "latency_s": latency, **fit_json}
             if bandwidth is None:
                 notes.append("transfer time does not grow with size: no bandwidth")
-        except UsageError:
-            bandwidth, latency = max(s / t for s, t in zip(sizes, times)), None
-            notes.append("one transfer size only: no latency fit, bandwidth of that size")
-        if bandwidth is not None and latency is not None:
-            bandwidth, large_note = _large_transfer_bandwidth(sizes, times, latency, bandwidth)
-            notes.append(large_note)
-            fits[kind]["bandwidth"] = bandwidth
+            elif link.large_transfers:
+                notes.append(f"bandwidth: median over the {link.large_transfers} transfer(s) of "
+                             f"{format_bytes(link.large_from_bytes)} or more, less the fitted latency (the fit over "
+                             f"every size: {(link.fit.bandwidth_bytes_per_s or 0.0) / 1e9:.3g} GB/s)")
+            else:
+                notes.append("bandwidth from the fit over every size")
         rates = [s / t for s, t in zip(sizes, times)]
         best = used[rates.index(max(rates))]
         peak, source, spec_latency = spec.link(kind)

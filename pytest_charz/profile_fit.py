@@ -5,6 +5,8 @@ Pure functions over sequences (no pytest, no I/O):
 - :func:`detect_levels` finds the plateaus of a bandwidth-vs-working-set curve (or the steps of a
   latency staircase) and the working-set sizes where one level gives way to the next.
 - :func:`fit_alpha_beta` fits ``time = alpha + bytes / beta`` to transfer times over sizes.
+- :func:`link_figures` turns transfer times over sizes into a link's latency and bandwidth
+  (the profile's ``transfer:<kind>`` and the calibration's measured links both use it).
 """
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ from .errors import UsageError
 # Two neighbouring plateaus are distinct levels when one is more than this factor above the other
 # (a bandwidth drop of more than 20%, or a latency rise of more than 25%).
 DEFAULT_MIN_STEP_RATIO = 1.25
+# A link's bandwidth is read from the transfers within this factor of the largest size.
+LARGE_TRANSFER_SPAN = 16
 # Relative noise assumed at least, so that a noiseless curve is not cut at every wiggle.
 _NOISE_FLOOR = 0.02
 # A cache level's step, from its last flat size to the next level's first, spans at most this
@@ -359,3 +363,42 @@ def fit_alpha_beta(sizes_bytes: Sequence[float], times_s: Sequence[float]) -> Al
         r2=r2,
         points=int(b.size),
     )
+
+
+@dataclass(frozen=True)
+class LinkFigures:
+    """A link's latency and bandwidth from transfer times over sizes, and how they were read."""
+
+    latency_s: float | None               # the fit's intercept; None with one size only
+    bandwidth_bytes_per_s: float | None   # None when times do not grow with size
+    fit: AlphaBetaFit | None              # the alpha-beta fit over every size (two sizes or more)
+    large_transfers: int                  # transfers the bandwidth is the median over (0: from the fit)
+    large_from_bytes: float               # the smallest size counted as large
+
+
+def link_figures(sizes_bytes: Sequence[float], times_s: Sequence[float],
+                 large_span: float = LARGE_TRANSFER_SPAN) -> LinkFigures:
+    """Latency from the alpha-beta fit over every size; bandwidth the median of
+    size / (time - latency) over the transfers within ``large_span`` of the largest size.
+
+    One line through every size is right for a PCIe link but is pulled by the small transfers
+    wherever the curve is not one alpha-beta (host memory copies run from cache when small and
+    from DRAM when large); the large transfers are what a bandwidth is quoted for. With one size
+    only: no latency, the bandwidth of that size.
+    """
+    sizes = [float(s) for s in sizes_bytes]
+    times = [float(t) for t in times_s]
+    largest = max(sizes) if sizes else 0.0
+    try:
+        fit = fit_alpha_beta(sizes, times)
+    except UsageError:
+        if not sizes or not all(t > 0 for t in times):
+            raise
+        return LinkFigures(None, max(s / t for s, t in zip(sizes, times)), None, 0, largest)
+    if fit.bandwidth_bytes_per_s is None:
+        return LinkFigures(fit.latency_s, None, fit, 0, largest)
+    threshold = largest / large_span
+    rates = [s / (t - fit.latency_s) for s, t in zip(sizes, times) if s >= threshold and t > fit.latency_s]
+    if not rates:
+        return LinkFigures(fit.latency_s, fit.bandwidth_bytes_per_s, fit, 0, threshold)
+    return LinkFigures(fit.latency_s, float(np.median(rates)), fit, len(rates), threshold)

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_charz.errors import UsageError
-from pytest_charz.profile_fit import detect_levels, fit_alpha_beta
+from pytest_charz.profile_fit import detect_levels, fit_alpha_beta, link_figures
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -163,3 +163,21 @@ def test_alpha_beta_needs_two_sizes():
         fit_alpha_beta([1e6, 1e6], [1e-3, 1.1e-3])
     with pytest.raises(UsageError, match="times"):
         fit_alpha_beta([1e3, 1e6], [0.0, 1e-3])
+
+
+def test_link_figures_take_bandwidth_from_the_largest_transfers():
+    sizes = [4 * KIB * 4**i for i in range(10)]                        # 4 KiB .. 1 GiB
+    times = [3e-6 + s / (40e9 if s <= 4 * MIB else 12e9) for s in sizes]
+    link = link_figures(sizes, times)
+    assert link.bandwidth_bytes_per_s == pytest.approx(12e9, rel=0.01)
+    assert link.large_transfers == 3 and link.large_from_bytes == 64 * MIB
+    assert link.fit is not None and link.fit.bandwidth_bytes_per_s > 15e9   # the single line overshoots
+    exact = link_figures([1e3, 1e6, 1e9], [2e-6 + s / 25e9 for s in (1e3, 1e6, 1e9)])
+    assert (exact.latency_s, exact.bandwidth_bytes_per_s) == (pytest.approx(2e-6), pytest.approx(25e9))
+
+
+def test_link_figures_with_one_size_or_flat_times():
+    one = link_figures([1e6, 1e6], [1e-4, 2e-4])
+    assert one.latency_s is None and one.fit is None and one.bandwidth_bytes_per_s == pytest.approx(1e10)
+    flat = link_figures([1e3, 1e6], [5e-6, 5e-6])
+    assert flat.bandwidth_bytes_per_s is None and flat.latency_s == pytest.approx(5e-6)

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import CharzError, FormatError, UsageError
+from ..profile_fit import link_figures
 from ..targets.spec import Compute, Figure, Identity, Link, MemoryLevel, Power, TargetSpec
 from ..work import MEMORY_LEVELS, Work
 from .base import REGIMES, Model, Prediction, Uncovered
@@ -215,9 +216,11 @@ def measured_ceilings(cases: Sequence[Observation], spec: Ceilings) -> Ceilings:
     source = f"measured on {len(cases)} calibration case(s)"
     link_bandwidth, link_latency = {}, {}
     for kind, points in links.items():
-        alpha_s, beta = _alpha_beta(points)
-        link_bandwidth[kind] = Figure(beta, f"{source}: alpha-beta fit over {len(points)} {kind} transfer(s)")
-        link_latency[kind] = Figure(alpha_s, f"{source}: alpha-beta fit over {len(points)} {kind} transfer(s)")
+        link = link_figures([p[0] for p in points], [p[1] for p in points])
+        how = f"{source}: {len(points)} {kind} transfer(s), latency from an alpha-beta fit, bandwidth from the largest"
+        if link.bandwidth_bytes_per_s is not None:
+            link_bandwidth[kind] = Figure(link.bandwidth_bytes_per_s, how)
+        link_latency[kind] = Figure(link.latency_s or 0.0, how)
     return Ceilings(
         target_id=spec.target_id, kind=spec.kind, origin="calibration cases",
         peak_flops={d: Figure(v, f"{source}: best achieved {d} FLOP/s") for d, v in peak.items()},
@@ -227,19 +230,6 @@ def measured_ceilings(cases: Sequence[Observation], spec: Ceilings) -> Ceilings:
         launch_overhead_s=Figure(statistics.median(launches), f"{source}: median per-launch time") if launches else None,
         compute_units=spec.compute_units,
     )
-
-
-def _alpha_beta(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
-    """(alpha_s >= 0, beta bytes/s) of time = alpha + bytes / beta, least squares; best rate for one size."""
-    import numpy as np
-
-    sizes = np.array([p[0] for p in points])
-    times = np.array([p[1] for p in points])
-    if np.unique(sizes).size >= 2:
-        slope, intercept = np.polyfit(sizes, times, 1)
-        if slope > 0 and intercept >= 0:
-            return float(intercept), float(1.0 / slope)
-    return 0.0, float(np.max(sizes / times))
 
 
 def model_ceilings(model: str, spec: Ceilings, measured: Ceilings) -> Ceilings:
