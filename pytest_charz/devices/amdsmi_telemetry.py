@@ -193,8 +193,9 @@ class AmdsmiTelemetry(VendorLibrary):
                 return value
         return None
 
-    def throttle_reasons(self) -> tuple[str, ...]:
-        """Active violations (where amdsmi has them) and the driver's throttler bits."""
+    def _throttle_state(self) -> tuple[tuple[str, ...], bool]:
+        """Active violations (where amdsmi has them) and the driver's throttler bits, and whether
+        amdsmi answered either query."""
         reasons: list[str] = []
         violations = self._call("amdsmi_get_violation_status", self.handle)
         if violations:
@@ -203,18 +204,16 @@ class AmdsmiTelemetry(VendorLibrary):
         if metrics:
             reasons.extend(r for r in decode_indep_throttle_status(metrics.get("indep_throttle_status"))
                            if r not in reasons)
-        return tuple(reasons)
+        return tuple(reasons), bool(violations or metrics)
+
+    def throttle_reasons(self) -> tuple[str, ...]:
+        """Active violations (where amdsmi has them) and the driver's throttler bits."""
+        return self._throttle_state()[0]
 
     def throttling(self) -> bool | None:
         """Whether any throttler or violation is active; None when amdsmi answers neither query."""
-        violations = self._call("amdsmi_get_violation_status", self.handle)
-        metrics = self._call("amdsmi_get_gpu_metrics_info", self.handle)
-        if not violations and not metrics:
-            return None
-        active = list(decode_violation_status(violations)) if violations else []
-        if metrics:
-            active.extend(decode_indep_throttle_status(metrics.get("indep_throttle_status")))
-        return bool(active)
+        reasons, answered = self._throttle_state()
+        return bool(reasons) if answered else None
 
     def processes(self) -> tuple[dict[str, Any], ...]:
         rows = self._call("amdsmi_get_gpu_process_list", self.handle) or []
