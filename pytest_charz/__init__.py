@@ -30,7 +30,7 @@ def load_target(name: str) -> Any:
 
 
 def predict(*args: Any, **kwargs: Any) -> Any:
-    """Predict a Work (or a list of them) on a target: see ``pytest_charz.models.api.predict``."""
-    from .models.api import predict as _predict
+    """Predict a Work (or a list of them) on a target: see :func:`pytest_charz.prediction.predict`."""
+    from .prediction import predict as _predict
 
     return _predict(*args, **kwargs)

@@ -6,6 +6,7 @@ import sys
 from typing import Sequence
 
 from .errors import CharzError
+from .models.registry import DEFAULT_MODEL
 
 
 def _targets(args: argparse.Namespace) -> int:
@@ -22,19 +23,19 @@ def _targets(args: argparse.Namespace) -> int:
 
 
 def _profile(args: argparse.Namespace) -> int:
-    from .profile import profile_command
+    from .report.profile_command import profile_command
 
     return profile_command(args)
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from .models.validate import validate_command
+    from .report.validation_command import validate_command
 
     return validate_command(args)
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from .models.fit import calibrate_command
+    from .report.calibration_command import calibrate_command
 
     return calibrate_command(args)
 
@@ -64,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     calibrate = sub.add_parser("calibrate", help="fit a model's efficiency and error bands on run files")
     calibrate.add_argument("runs", nargs="+", help="run files (.json) of one target")
-    calibrate.add_argument("--model", default="composite", help="model name (default: composite)")
+    calibrate.add_argument("--model", default=DEFAULT_MODEL, help=f"model name (default: {DEFAULT_MODEL})")
     calibrate.add_argument("--out", default=None,
                            help="calibration file (default: baselines/<target-id>/calibration-<model>.json)")
     calibrate.add_argument("--target", default=None, help="target id, when the runs are of several")

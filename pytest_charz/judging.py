@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Mapping
 
-from .errors import UsageError
 from .options import DEFAULT_THRESHOLD
 from .store import store_target_key
 
@@ -13,6 +12,7 @@ if TYPE_CHECKING:
     import pytest
 
     from .models.base import Prediction
+    from .records import CaseRecord
     from .targets.spec import TargetSpec
     from .verdict import Verdict
     from .work import Work
@@ -22,7 +22,7 @@ class CaseJudge:
     """Predicts and judges the cases of one session."""
 
     def __init__(self, config: "pytest.Config", spec: "TargetSpec", provenance: Mapping[str, Any]) -> None:
-        from .models.api import get_model
+        from .models.registry import get_model
         from .models.ceilings import Ceilings
         from .store import DirectoryStore
 
@@ -34,7 +34,7 @@ class CaseJudge:
         ceilings = Ceilings.from_spec(spec)
         profile_path = config.getoption("charz_profile")
         if profile_path:
-            from .models.api import read_profile
+            from .prediction import read_profile
 
             ceilings = Ceilings.from_profile(read_profile(profile_path)).filled_from(ceilings)
         self.ceilings = ceilings
@@ -53,7 +53,7 @@ class CaseJudge:
         path = os.path.join(root, self.target_key, f"calibration-{self.model.name}.json")
         if not os.path.exists(path):
             return None
-        from .models.fit import load_calibration_file
+        from .calibration.file import load_calibration_file
 
         return load_calibration_file(path)
 
@@ -71,14 +71,14 @@ class CaseJudge:
             return None
         return self.calibration_file.bands.get(prediction.regime)
 
-    def judge(self, case: Mapping[str, Any], prediction: "Prediction", threshold: float | None,
+    def judge(self, record: "CaseRecord", prediction: "Prediction", threshold: float | None,
               strict: bool | None) -> "Verdict":
-        from .verdict import evaluate_case
+        """The case's verdict under the store's rules; a marker's ``threshold`` or ``strict``
+        overrides the session's (the threshold is checked there, naming the case)."""
+        from .store import evaluate_case
 
-        if threshold is not None and not 0 < threshold < 1:
-            raise UsageError(f"{case['nodeid']}: drift threshold must be in (0, 1), got {threshold!r}")
         return evaluate_case(
-            case, self.store, self.target_key, prediction, self.band(prediction), self.provenance,
+            record, self.store, self.target_key, prediction, self.band(prediction), self.provenance,
             threshold=self.threshold if threshold is None else threshold,
             strict=self.strict if strict is None else strict,
             accept_reason=self.accept_reason, save_new=self.save_new)

@@ -1,21 +1,39 @@
-"""pytest glue: options, the ``target``/``device``/``charz`` fixtures, the ``charz`` marker, the
-run file and the terminal summary. Thin on purpose: nothing heavy is imported until a case
-asks for the ``charz`` fixture, and nothing is written unless a case measures something."""
+"""pytest glue: options, the plugin's own hooks, the ``target``/``device``/``charz`` fixtures,
+the ``charz`` marker, the run file and the terminal summary. Thin on purpose: nothing heavy is
+imported until a case asks for the ``charz`` fixture, and nothing is written unless a case
+measures something."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import pytest
 
 from .options import add_measure_options, add_verdict_options
 
 if TYPE_CHECKING:
+    from .devices.base import Backend
+    from .devices.registry import BackendRegistry
+    from .models.base import Model
     from .session import CharzSession
 
 MARKER_HELP = (
     "charz(noise=FRACTION, mode='hot'|'cold', max_time=SECONDS, min_samples=N, warmup=SECONDS, "
     "threshold=FRACTION, strict=BOOL, quick=dict(...)): per-case measurement and verdict settings"
 )
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hookspec
+
+    pluginmanager.add_hookspecs(hookspec)
+
+
+def pytest_charz_backends(register: "Callable[[Backend], None]") -> None:
+    """The built-in backends go through the same hook as everyone else's."""
+    from .devices.registry import builtin_backends
+
+    for backend in builtin_backends():
+        register(backend)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -45,12 +63,21 @@ def pytest_configure(config: pytest.Config) -> None:
     if _is_xdist_controller(config):
         config.pluginmanager.register(XdistHooks(), "charz-xdist")
     config.addinivalue_line("markers", "charz_slow: a long case, left out of --charz-quick runs")
-    # Fail before collection: an unknown or absent target, or a run file that cannot be written,
-    # is a usage error (exit code 4), not a test failure.
-    if config.getoption("charz_target") or config.getoption("charz_out"):
-        from .errors import CharzError
+    from .errors import CharzError
+    from .extensions import register_models
 
+    try:
+        register_models(config)
+    except CharzError as exc:
+        raise pytest.UsageError(f"pytest_charz_models: {exc}") from None
+    # Fail before collection: an unknown or absent target, a profile that cannot be read, or a
+    # run file that cannot be written, is a usage error (exit code 4), not a test failure.
+    if config.getoption("charz_target") or config.getoption("charz_out") or config.getoption("charz_profile"):
         try:
+            if config.getoption("charz_profile"):
+                from .formats import PROFILE
+
+                PROFILE.load(config.getoption("charz_profile"))
             if config.getoption("charz_out"):
                 from .run import check_writable
 
@@ -78,6 +105,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     session = config.stash.get(SESSION_KEY, None)
     if session is not None:
         session.close()
+    from .extensions import unregister_models
+
+    unregister_models(config)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -107,10 +137,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         from .report.terminal import summary_lines
         from .run import load_run
 
+        run = load_run(merged)
         terminalreporter.section("charz: measurements (all workers)")
-        for line in summary_lines(load_run(merged)):
+        for line in summary_lines(run.to_json()):
             terminalreporter.write_line(line)
         terminalreporter.write_line(f"run file: {merged}")
+        _write_report_sections(terminalreporter, config, run)
         return
     charz_session = config.stash.get(SESSION_KEY, None)
     if charz_session is None or not charz_session.measured:
@@ -122,6 +154,24 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.write_line(line)
     if charz_session.out_path:
         terminalreporter.write_line(f"run file: {charz_session.out_path}")
+    _write_report_sections(terminalreporter, config, charz_session.run)
+
+
+def _write_report_sections(terminalreporter: Any, config: pytest.Config, run: Any) -> None:
+    """The ``pytest_charz_report_sections`` of other plugins, each as its own terminal section;
+    something that is not a ReportSection is reported as such, never dropped silently."""
+    from .hookspec import ReportSection
+
+    for answer in config.hook.pytest_charz_report_sections(run=run):
+        for section in answer or ():
+            if isinstance(section, ReportSection):
+                terminalreporter.section(section.title)
+                for line in section.lines:
+                    terminalreporter.write_line(line)
+            else:
+                terminalreporter.write_line(
+                    f"charz: a pytest_charz_report_sections implementation returned {section!r}, "
+                    "not a pytest_charz.hookspec.ReportSection; left out", yellow=True)
 
 
 @pytest.fixture(scope="session")
@@ -145,7 +195,7 @@ def device(request: pytest.FixtureRequest) -> Any:
 @pytest.fixture
 def charz(request: pytest.FixtureRequest) -> Iterator[Any]:
     """The measuring API of one case: ``charz.measure(fn, work=Work(...))``."""
-    from .session import CaseContext
+    from .context import CaseContext
 
     session = _bound(request)
     session.bind()

@@ -8,42 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
-from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from .errors import FormatError, UsageError
+from .formats import RUN, atomic_write_json, read_json
+from .records import CaseRecord, Run
 
-RUN_VERSION = 1
-RUN_KIND = "charz-run"
-
-
-@dataclass
-class Run:
-    """A run being built or loaded. ``cases`` are plain JSON mappings (see ``plugin.case_record``)."""
-
-    target: Mapping[str, Any]
-    device: Mapping[str, Any]
-    provenance: Mapping[str, Any]
-    settings: Mapping[str, Any]
-    created: str
-    cases: list[dict[str, Any]] = field(default_factory=list)
-    status: str = "running"            # "running", "complete", "interrupted", "failed"
-
-    def header(self) -> dict[str, Any]:
-        return {
-            "version": RUN_VERSION,
-            "kind": RUN_KIND,
-            "created": self.created,
-            "status": self.status,
-            "target": dict(self.target),
-            "device": dict(self.device),
-            "provenance": dict(self.provenance),
-            "settings": dict(self.settings),
-        }
-
-    def to_json(self) -> dict[str, Any]:
-        return {**self.header(), "cases": list(self.cases)}
+__all__ = ["Run", "RunWriter", "check_writable", "journal_path", "load_journal", "load_run", "merge_runs"]
 
 
 def journal_path(path: str) -> str:
@@ -63,30 +34,6 @@ def check_writable(path: str) -> None:
         raise UsageError(f"cannot write the run file {path!r}: directory {directory!r} is not writable")
 
 
-def atomic_write_json(path: str, data: Any) -> None:
-    """Write ``data`` as JSON to ``path`` atomically (temp file in the same directory + rename)."""
-    directory = os.path.dirname(os.path.abspath(path)) or "."
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=directory)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(data, handle, indent=1, sort_keys=False, allow_nan=True)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        # mkstemp makes the file private (0600); a report or baseline is as readable as any file.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 class RunWriter:
     """Journals cases as they come and writes the whole run at the end."""
 
@@ -98,13 +45,13 @@ class RunWriter:
         self._journal.write(json.dumps(run.header()) + "\n")
         self._journal.flush()
 
-    def add_case(self, case: dict[str, Any]) -> None:
-        self.run.cases.append(case)
-        self._journal.write(json.dumps(case) + "\n")
+    def add_case(self, case: CaseRecord) -> None:
+        self.run = self.run.with_cases((*self.run.cases, case))
+        self._journal.write(json.dumps(case.to_json()) + "\n")
         self._journal.flush()
 
     def finish(self, status: str) -> None:
-        self.run.status = status
+        self.run = self.run.with_cases(self.run.cases, status)
         atomic_write_json(self.path, self.run.to_json())
         self._journal.close()
         try:
@@ -113,36 +60,19 @@ class RunWriter:
             pass
 
 
-def _check_header(data: Mapping[str, Any], source: str) -> None:
-    if not isinstance(data, Mapping):
-        raise FormatError(f"{source}: not a charz run (top level is {type(data).__name__})")
-    if data.get("kind") != RUN_KIND:
-        raise FormatError(f"{source}: not a charz run (kind={data.get('kind')!r})")
-    version = data.get("version")
-    if version != RUN_VERSION:
-        raise FormatError(f"{source}: run file version {version!r} is not supported (this pytest-charz reads version {RUN_VERSION})")
-
-
-def load_run(path: str) -> dict[str, Any]:
-    """Load a run file (or the journal of an interrupted run) as a JSON mapping, checked."""
+def load_run(path: str) -> Run:
+    """Load a run file (plain or ``.gz``, or the journal of an interrupted run), checked and
+    migrated to the current version."""
     if path.endswith(".partial.jsonl"):
         return load_journal(path)
-    try:
-        with open(path) as handle:
-            data = json.load(handle)
-    except FileNotFoundError:
-        if os.path.exists(journal_path(path)):
-            return load_journal(journal_path(path))
-        raise FormatError(f"{path}: no such run file") from None
-    except json.JSONDecodeError as exc:
-        raise FormatError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    _check_header(data, path)
-    if not isinstance(data.get("cases"), list):
-        raise FormatError(f"{path}: 'cases' is missing or not a list")
-    return data
+    if not os.path.exists(path) and os.path.exists(journal_path(path)):
+        return load_journal(journal_path(path))
+    if not os.path.exists(path):
+        raise FormatError(f"{path}: no such run file")
+    return Run.from_json(read_json(path, RUN.what), path)
 
 
-def load_journal(path: str) -> dict[str, Any]:
+def load_journal(path: str) -> Run:
     """Rebuild a run from its journal; a torn last line (killed mid-write) is dropped."""
     with open(path) as handle:
         lines = handle.read().splitlines()
@@ -152,7 +82,7 @@ def load_journal(path: str) -> dict[str, Any]:
         header = json.loads(lines[0])
     except json.JSONDecodeError:
         raise FormatError(f"{path}: the journal's header line is not JSON") from None
-    _check_header(header, path)
+    header = RUN.check(header, path)
     cases = []
     for number, line in enumerate(lines[1:], start=2):
         try:
@@ -161,7 +91,7 @@ def load_journal(path: str) -> dict[str, Any]:
             if number == len(lines):
                 break
             raise FormatError(f"{path}: line {number} is not JSON") from None
-    return {**header, "status": "interrupted", "cases": cases}
+    return Run.from_parts(header, cases, path, status="interrupted")
 
 
 def merge_runs(path: str, interrupted: bool = False) -> bool:
@@ -170,6 +100,7 @@ def merge_runs(path: str, interrupted: bool = False) -> bool:
     Cases are kept in node-id order; the workers' files are removed once the merged file is
     written. Returns False when there are no worker files."""
     import glob
+    from dataclasses import replace
 
     root, ext = os.path.splitext(path)
     pattern = f"{glob.escape(root)}.gw*{ext or '.json'}"
@@ -179,11 +110,11 @@ def merge_runs(path: str, interrupted: bool = False) -> bool:
     if not runs:
         return False
     first = runs[0]
-    cases = sorted((c for run in runs for c in run["cases"]), key=lambda c: c["id"])
-    status = "interrupted" if interrupted or any(r["status"] != "complete" for r in runs) else "complete"
-    provenance = {**first["provenance"], "xdist_workers": [r["provenance"].get("xdist_worker") for r in runs]}
-    merged = {**first, "status": status, "provenance": provenance, "cases": cases}
-    atomic_write_json(path, merged)
+    cases = tuple(sorted((c for run in runs for c in run.cases), key=lambda c: c.id))
+    status = "interrupted" if interrupted or any(r.status != "complete" for r in runs) else "complete"
+    provenance = {**first.provenance, "xdist_workers": [r.provenance.get("xdist_worker") for r in runs]}
+    merged = replace(first, status=status, provenance=provenance, cases=cases)
+    atomic_write_json(path, merged.to_json())
     for leftover in parts + journals:
         os.unlink(leftover)
     return True

@@ -10,8 +10,8 @@ Outcomes, in the order they are decided:
     percentile-bootstrap ``1 - alpha`` CI [lo, hi] of r and a two-sided Mann-Whitney U test:
 
     * the reference is the median of the sessions that measured it (at least
-      ``store.REFERENCE_SESSIONS`` clean ones before drift is judged: until then a change is
-      inconclusive and the session is added), and its uncertainty is the largest distance s of a
+      ``sessions_to_settle`` clean ones, ``store.REFERENCE_SESSIONS``, before drift is judged: until
+      then a change is inconclusive), and its uncertainty is the largest distance s of a
       session from that median: r's CI is widened to [lo / (1 + s), hi / (1 - s)];
     * drift when |r - 1| > threshold, the widened CI lies entirely beyond 1 +- threshold
       (lo > 1 + threshold or hi < 1 - threshold), and U's p < alpha;
@@ -39,28 +39,75 @@ Outcomes, in the order they are decided:
 
 By default only ``model-error`` and ``drift`` fail; ``strict=True`` fails everything except
 ``pass`` and ``new``.
+
+Everything here is pure: typed values in, a :class:`Verdict` out. What the baseline store does
+around a verdict (saving, accepting, adding sessions) is :mod:`pytest_charz.store.policy`.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .errors import FormatError, UsageError
-from .explain import DISTURBANCE_FLAGS, conditions_summary, find_cause
+from .explain import find_cause
+from .formats import VERDICT
 from .measure import stats
 from .measure.sampler import Measurement
-from .store import NEW_CASE_REASON, REFERENCE_SESSIONS, BaselineStore, Reference, thin_samples
+from .units import format_time
 
-VERDICT_VERSION = 1
+if TYPE_CHECKING:
+    from .models.base import Prediction
+
 OUTCOMES = ("pass", "model-error", "drift", "explained", "inconclusive", "new")
 FAILING = ("model-error", "drift")
 # The bootstrap resamples medians of at most this many samples per side (evenly spaced order
 # statistics beyond it): bounded memory for long runs, and a wider, so conservative, interval.
 BOOTSTRAP_MAX_SAMPLES = 2000
 BOOTSTRAP_RESAMPLES = 2000
+_SAMPLE_DIGITS = 7        # significant digits kept per sample: far below any timing noise
+# The verdict's messages print times with one digit more than the reports' tables.
+_TIME_DIGITS = 4
+
+
+def order_statistics(samples_s: ArrayLike, limit: int) -> tuple[float, ...]:
+    """At most ``limit`` samples: evenly spaced order statistics of ``samples_s``.
+
+    Returns the samples (seconds, any order) sorted and rounded to 7 significant digits; with
+    more than ``limit`` of them, a quantile grid of ``limit`` including both extremes, which keeps
+    the distribution's shape (median, quantiles) for rank tests and bootstraps and makes tests on
+    it conservative.
+    """
+    ordered = np.sort(np.asarray(samples_s, dtype=float))
+    if ordered.size > limit:
+        ordered = ordered[np.round(np.linspace(0, ordered.size - 1, limit)).astype(int)]
+    return tuple(float(f"{v:.{_SAMPLE_DIGITS}g}") for v in ordered)
+
+
+class StoredReference(Protocol):
+    """What the rules read of a case's reference (:class:`pytest_charz.store.Reference` is one)."""
+
+    @property
+    def median_s(self) -> float: ...
+    @property
+    def ci_s(self) -> tuple[float, float]: ...
+    @property
+    def samples_s(self) -> tuple[float, ...]: ...
+    @property
+    def mode(self) -> str: ...
+    @property
+    def created(self) -> str: ...
+    @property
+    def sessions(self) -> int: ...
+    @property
+    def sessions_to_settle(self) -> int: ...
+    @property
+    def settled(self) -> bool: ...
+    @property
+    def spread(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -95,25 +142,15 @@ class Verdict:
             return value if value is not None and math.isfinite(value) else None
 
         return {
-            "version": VERDICT_VERSION,
-            "outcome": self.outcome,
-            "fails": self.fails,
-            "message": self.message,
-            "ratio": finite(self.ratio),
-            "ratio_ci": [finite(v) for v in self.ratio_ci] if self.ratio_ci else None,
-            "p_value": finite(self.p_value),
-            "model_error": finite(self.model_error),
-            "cause": self.cause,
-            "threshold": self.threshold,
-            "alpha": self.alpha,
-            "strict": self.strict,
-            "baseline": self.baseline,
+            **VERDICT.stamp(), "outcome": self.outcome, "fails": self.fails, "message": self.message,
+            "ratio": finite(self.ratio), "ratio_ci": [finite(v) for v in self.ratio_ci] if self.ratio_ci else None,
+            "p_value": finite(self.p_value), "model_error": finite(self.model_error), "cause": self.cause,
+            "threshold": self.threshold, "alpha": self.alpha, "strict": self.strict, "baseline": self.baseline,
         }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Verdict":
-        if data.get("version") != VERDICT_VERSION:
-            raise FormatError(f"Verdict JSON version {data.get('version')!r} is not {VERDICT_VERSION}")
+        data = VERDICT.check_nested(data, "a case's verdict")
         try:
             ci = data.get("ratio_ci")
             return cls(
@@ -132,9 +169,11 @@ def fails_for(outcome: str, strict: bool) -> bool:
     return outcome not in ("pass", "new") if strict else outcome in FAILING
 
 
-def check_threshold(threshold: float) -> float:
+def check_threshold(threshold: float, where: str = "") -> float:
+    """``threshold`` as a float: a fraction in (0, 1). ``where`` (a case id) prefixes the error."""
     if not isinstance(threshold, (int, float)) or isinstance(threshold, bool) or not 0 < threshold < 1:
-        raise UsageError(f"drift threshold must be a fraction in (0, 1), e.g. 0.05 for 5%; got {threshold!r}")
+        prefix = f"{where}: " if where else ""
+        raise UsageError(f"{prefix}drift threshold must be a fraction in (0, 1), e.g. 0.05 for 5%; got {threshold!r}")
     return float(threshold)
 
 
@@ -155,52 +194,34 @@ def check_band(band: Mapping[str, Any]) -> tuple[float, float]:
     return lo, hi
 
 
-def _prediction_json(prediction: Any) -> Mapping[str, Any] | None:
-    if prediction is None:
-        return None
-    if isinstance(prediction, Mapping):
-        return prediction
-    to_json = getattr(prediction, "to_json", None)
-    if callable(to_json):
-        return to_json()  # type: ignore[no-any-return]
-    raise UsageError(f"a prediction must be a Prediction or its JSON mapping, got {type(prediction).__name__}")
-
-
-def format_time(seconds: float | None) -> str:
-    """A time with 4 significant digits in the largest unit that keeps it >= 1 (s, ms, us, ns)."""
-    if seconds is None or not math.isfinite(seconds):
-        return "-"
-    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")):
-        text = f"{seconds / scale:.4g}"
-        if abs(float(text)) >= 1.0 or unit == "ns":
-            return f"{text} {unit}"
-    raise AssertionError("unreachable")
-
-
 def _pct(x: float) -> str:
     return f"{x:+.1%}"
 
 
-def _judge_model(median_s: float, ci_s: tuple[float, float], prediction: Mapping[str, Any] | None,
+def _time(seconds: float | None) -> str:
+    return format_time(seconds, _TIME_DIGITS)
+
+
+def _judge_model(median_s: float, ci_s: tuple[float, float], prediction: "Prediction | None",
                  band: Mapping[str, Any] | None) -> tuple[str, float | None, str]:
     """(state, model error, line); state is none, uncovered, unbanded, inside, outside or undecided."""
     if prediction is None:
         return "none", None, "no model prediction"
-    model = prediction.get("model", "?")
-    if not prediction.get("covered", True):
-        return "uncovered", None, f"model {model} does not cover this case: {prediction.get('reason') or 'no reason given'}"
-    time_s = prediction.get("time_s")
-    if not isinstance(time_s, (int, float)) or not time_s > 0:
+    model = prediction.model
+    if not prediction.covered:
+        return "uncovered", None, f"model {model} does not cover this case: {prediction.reason or 'no reason given'}"
+    time_s = prediction.time_s
+    if not (math.isfinite(time_s) and time_s > 0):
         return "none", None, f"model {model} predicts {time_s!r} s: model error not judged"
-    interval = prediction.get("interval_s") or (time_s, time_s)
-    line = (f"predicted {format_time(time_s)} [{format_time(interval[0])}-{format_time(interval[1])}] by {model}"
-            f" (bound {prediction.get('bound') or '?'}, regime {prediction.get('regime') or '?'})")
+    low_s, high_s = prediction.interval_s
+    line = (f"predicted {_time(time_s)} [{_time(low_s)}-{_time(high_s)}] by {model}"
+            f" (bound {prediction.bound or '?'}, regime {prediction.regime or '?'})")
     error = median_s / time_s - 1.0
     if band is None:
         return "unbanded", error, f"{line}; model error {_pct(error)}, not judged: no validated band for this regime"
     lo, hi = check_band(band)
     lower, upper = time_s * (1.0 + lo), time_s * (1.0 + hi)
-    line += f"; model error {_pct(error)}, band {_pct(lo)}..{_pct(hi)} ({format_time(lower)}-{format_time(upper)})"
+    line += f"; model error {_pct(error)}, band {_pct(lo)}..{_pct(hi)} ({_time(lower)}-{_time(upper)})"
     if ci_s[1] < lower or ci_s[0] > upper:
         return "outside", error, line + ": outside"
     if not lower <= median_s <= upper:
@@ -217,13 +238,13 @@ class _Change:
     line: str = ""
 
 
-def _judge_change(measurement: Measurement, reference: Reference | None, threshold: float, alpha: float) -> _Change:
+def _judge_change(measurement: Measurement, reference: StoredReference | None, threshold: float, alpha: float) -> _Change:
     if reference is None:
         return _Change("absent", line="no reference yet")
     sessions = (f"median of {reference.sessions} sessions, spread +-{reference.spread:.1%}" if reference.sessions > 1
                 else "1 session")
-    ref_line = (f"reference {format_time(reference.median_s)} ({sessions}; CI {format_time(reference.ci_s[0])}-"
-                f"{format_time(reference.ci_s[1])}, {len(reference.samples_s)} samples kept, {reference.created or 'undated'})")
+    ref_line = (f"reference {_time(reference.median_s)} ({sessions}; CI {_time(reference.ci_s[0])}-"
+                f"{_time(reference.ci_s[1])}, {len(reference.samples_s)} samples kept, {reference.created or 'undated'})")
     if reference.mode and reference.mode != measurement.mode:
         return _Change("incomparable", line=f"{ref_line} was measured {reference.mode}, this run {measurement.mode}:"
                                             " not comparable; accept a new reference")
@@ -233,7 +254,7 @@ def _judge_change(measurement: Measurement, reference: Reference | None, thresho
     # The kept samples are one session's; centred on the reference median (of all sessions).
     scale = reference.median_s / float(np.median(reference.samples_s))
     reference_samples = [v * scale for v in reference.samples_s]
-    boot = stats.bootstrap_ratio_ci(reference_samples, thin_samples(measurement.samples_s, BOOTSTRAP_MAX_SAMPLES),
+    boot = stats.bootstrap_ratio_ci(reference_samples, order_statistics(measurement.samples_s, BOOTSTRAP_MAX_SAMPLES),
                                     level=level, resamples=BOOTSTRAP_RESAMPLES, seed=0)
     p_value = stats.mann_whitney_u(reference_samples, measurement.samples_s).p_value
     # The reference median is itself uncertain by the spread its sessions showed.
@@ -261,22 +282,34 @@ def _direction(ratio: float) -> str:
     return f"{abs(ratio - 1.0):.1%} {'slower' if ratio > 1.0 else 'faster'} than the reference"
 
 
-def judge(measurement: Measurement | Mapping[str, Any], prediction: Any, band: Mapping[str, Any] | None,
-          reference: Reference | None, interval: Mapping[str, Any], reference_conditions: Mapping[str, Any] | None,
+def judge(measurement: Measurement, prediction: "Prediction | None", band: Mapping[str, Any] | None,
+          reference: StoredReference | None, interval: Mapping[str, Any], reference_conditions: Mapping[str, Any] | None,
           provenance: Mapping[str, Any], reference_provenance: Mapping[str, Any] | None,
           threshold: float = 0.05, alpha: float = 0.01, strict: bool = False,
           achieved: Mapping[str, float] | None = None) -> Verdict:
-    """Judge one measured case (see the module docstring for the rules).
+    """Judge one measured case (see the module docstring for the rules); pure and deterministic.
 
-    ``measurement`` is a Measurement or its JSON; ``prediction`` a Prediction or its JSON (None
-    when no model ran); ``band`` the model's validated relative error band ``{"lo", "hi"}`` in
-    this regime; ``interval`` the case's Interval JSON or its conditions summary;
-    ``achieved`` the case's ``peak_fraction``. Pure and deterministic.
+    Parameters
+    ----------
+    measurement, prediction
+        The case's Measurement, and its model's Prediction (None when no model ran).
+    band
+        The model's validated relative error band ``{"lo", "hi"}`` in this regime; None when not
+        validated (model error is then reported, not judged).
+    reference, reference_conditions, reference_provenance
+        The stored reference and its conditions and provenance summaries; all None for a new case.
+    interval, provenance
+        The case's :func:`~pytest_charz.explain.conditions_summary` (or Interval JSON), and the
+        run's provenance with its device record under ``"device"``.
+    threshold, alpha, strict
+        The drift threshold in (0, 1), each test's significance level, and whether every outcome
+        but pass and new fails.
+    achieved
+        The case's ``peak_fraction``, named in the message.
     """
     threshold = check_threshold(threshold)
     alpha = check_alpha(alpha)
-    m = measurement if isinstance(measurement, Measurement) else Measurement.from_json(measurement)
-    pred = _prediction_json(prediction)
+    m = measurement
     flags = [str(f) for f in interval.get("flags") or ()]
 
     def verdict(outcome: str, headline: str, lines: list[str], **figures: Any) -> Verdict:
@@ -292,10 +325,11 @@ def judge(measurement: Measurement | Mapping[str, Any], prediction: Any, band: M
     median_s = m.median_s
     ci_s = m.ci_s or stats.median_ci(m.samples_s, m.ci_level)
     rel = m.rel_ci_halfwidth if m.rel_ci_halfwidth is not None else stats.relative_halfwidth(ci_s, median_s)
-    lines = [f"measured {format_time(median_s)} (median; {m.ci_level:.0%} CI {format_time(ci_s[0])}-"
-             f"{format_time(ci_s[1])}, +-{rel:.2%}; {len(m.samples_s)} samples, {m.mode}, stop: {m.stop_reason})"]
+    lines = [f"measured {_time(median_s)} (median; {m.ci_level:.0%} CI {_time(ci_s[0])}-"
+             f"{_time(ci_s[1])}, +-{rel:.2%}; {len(m.samples_s)} samples, {m.mode}, stop: {m.stop_reason})"]
     # Model error is decided on the wider 1 - alpha interval, for the same stability as drift.
-    model_state, model_error, model_line = _judge_model(median_s, stats.median_ci(m.samples_s, 1.0 - alpha), pred, band)
+    model_state, model_error, model_line = _judge_model(median_s, stats.median_ci(m.samples_s, 1.0 - alpha), prediction,
+                                                        band)
     lines.append(model_line)
     if achieved:
         lines.append("achieved " + ", ".join(f"{fraction:.1%} of the {ceiling} peak"
@@ -323,12 +357,12 @@ def judge(measurement: Measurement | Mapping[str, Any], prediction: Any, band: M
         if cause:
             return verdict("explained", f"explained: {_pct(model_error)} off the model, outside its band;"
                                         f" cause: {cause}", lines, cause=cause, **figures)
-        return verdict("model-error", f"model-error: measured {format_time(median_s)} is {_pct(model_error)} off the"
+        return verdict("model-error", f"model-error: measured {_time(median_s)} is {_pct(model_error)} off the"
                                       " prediction, outside the model's validated band", lines, **figures)
     if change.state == "provisional":
         assert reference is not None and change.ratio is not None
         return verdict("inconclusive", f"inconclusive: {_direction(change.ratio)}, but the reference holds"
-                                       f" {reference.sessions} of {REFERENCE_SESSIONS} sessions; drift is judged once"
+                                       f" {reference.sessions} of {reference.sessions_to_settle} sessions; drift is judged once"
                                        " it has settled", lines, **figures)
     if change.state == "undecided" and change.ratio is not None and abs(change.ratio - 1.0) > threshold:
         # Too uncertain to call drift, but the change looks beyond the threshold and the run
@@ -356,71 +390,5 @@ def judge(measurement: Measurement | Mapping[str, Any], prediction: Any, band: M
         " and within the model's band" if model_state == "inside" else ""), lines, **figures)
 
 
-def evaluate_case(case: Mapping[str, Any], store: BaselineStore, target_id: str, prediction: Any,
-                  band: Mapping[str, Any] | None, provenance: Mapping[str, Any], threshold: float = 0.05,
-                  strict: bool = False, accept_reason: str | None = None, save_new: bool = True,
-                  alpha: float = 0.01) -> Verdict:
-    """Judge a measured case record against its stored reference, and keep the store's rules.
-
-    ``case`` is the run file's case record (``id``, ``suite``, ``work``, ``measurement``,
-    ``conditions``, ``peak_fraction``); ``provenance`` the run's provenance, with the run's device
-    record under ``"device"`` so driver versions are compared. ``band`` None uses the band stored
-    with the case. Then the store:
-
-    * ``accept_reason`` given: the case's reference becomes this measurement, the reason is
-      appended to its history; the verdict (against the old reference) then fails only for
-      ``model-error``, as drift was accepted.
-    * no reference and ``save_new``: the measurement is saved as the reference (reason
-      ``"new case"``) if it was decidable (outcome new or model-error) and undisturbed.
-    * otherwise the stored reference is kept, never overwritten.
-    ``Verdict.baseline`` says which happened. FormatError from a corrupt store propagates.
-    """
-    suite, case_id = str(case["suite"]), str(case["id"])
-    entry = store.entry(target_id, suite, case_id)
-    reference = entry.reference if entry is not None else None
-    conditions = conditions_summary(case.get("conditions") or {})
-    verdict = judge(case["measurement"], prediction, band if band is not None else (entry.band if entry else None),
-                    reference, conditions, reference.conditions if reference else None, provenance,
-                    reference.provenance if reference else None, threshold=threshold, alpha=alpha, strict=strict,
-                    achieved=case.get("peak_fraction"))
-    measurement = case["measurement"]
-    has_samples = bool(measurement.get("samples_s")) and measurement.get("median_s") is not None
-    if accept_reason is not None:
-        if not has_samples:
-            return _noted(verdict, "not accepted: no kept samples")
-        store.accept(target_id, suite, case_id, Reference.from_case(case, provenance), accept_reason, band=band)
-        return replace(_noted(verdict, f"accepted: {accept_reason.strip()}"), fails=verdict.outcome == "model-error")
-    if reference is not None:
-        if not reference.settled and save_new:
-            return _noted(verdict, _add_session(store, target_id, suite, case_id, case, provenance, verdict,
-                                                conditions))
-        return _noted(verdict, "kept")
-    if not save_new:
-        return _noted(verdict, "not saved: saving new references is off")
-    disturbed = [f for f in conditions["flags"] if f in DISTURBANCE_FLAGS]
-    if verdict.outcome not in ("new", "model-error"):
-        return _noted(verdict, f"not saved: the measurement is {verdict.outcome}")
-    if disturbed:
-        return _noted(verdict, f"not saved: measured under {', '.join(disturbed)}")
-    store.put(target_id, suite, case_id, Reference.from_case(case, provenance), NEW_CASE_REASON, band=band)
-    return _noted(verdict, f"saved: {NEW_CASE_REASON}")
-
-
-def _add_session(store: BaselineStore, target_id: str, suite: str, case_id: str, case: Mapping[str, Any],
-                 provenance: Mapping[str, Any], verdict: Verdict, conditions: Mapping[str, Any]) -> str:
-    """Add this measurement to a reference still gathering sessions, when it is clean."""
-    disturbed = [f for f in conditions["flags"] if f in DISTURBANCE_FLAGS]
-    if disturbed:
-        return f"kept (not added as a reference session: measured under {', '.join(disturbed)})"
-    rel = case["measurement"].get("rel_ci_halfwidth")
-    if rel is None or not rel <= verdict.threshold / 2.0:
-        return "kept (not added as a reference session: too noisy)"
-    entry = store.add_session(target_id, suite, case_id, Reference.from_case(case, provenance))
-    return f"added as reference session {entry.reference.sessions} of {REFERENCE_SESSIONS}"
-
-
-def _noted(verdict: Verdict, baseline: str) -> Verdict:
-    return replace(verdict, baseline=baseline, message=f"{verdict.message}\nbaseline: {baseline}")
-
-
-__all__ = ["OUTCOMES", "Verdict", "check_band", "evaluate_case", "fails_for", "judge"]
+__all__ = ["OUTCOMES", "StoredReference", "Verdict", "check_alpha", "check_band", "check_threshold",
+           "fails_for", "judge", "order_statistics"]

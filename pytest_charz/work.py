@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .errors import UsageError
+from .formats import WORK
 
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int32")
 MEMORY_LEVELS = ("l1", "l2", "l3", "dram")
@@ -112,6 +113,7 @@ class Work:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            **WORK.stamp(),
             "flops": dict(self.flops),
             "bytes": dict(self.bytes),
             "launches": self.launches,
@@ -124,6 +126,7 @@ class Work:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Work":
+        data = WORK.check_nested(data, "a Work")
         return cls(
             data.get("flops") or {},
             data.get("bytes") or {},

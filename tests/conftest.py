@@ -46,7 +46,8 @@ def quiet_host(monkeypatch: pytest.MonkeyPatch) -> None:
 
 class FakeDevice:
     """A simulated device: each call of the measured function costs ``cost_ns()`` on the fake
-    clock; ``discard`` decides which samples the device rejects."""
+    clock; ``discard`` decides which samples the device rejects; ``works`` keeps the Work each
+    batch was given."""
 
     backend = "sim"
 
@@ -60,12 +61,14 @@ class FakeDevice:
         self.resolution = resolution_s
         self.flushes = 0
         self.samples = 0
+        self.works: list[Any] = []
         self.info = DeviceInfo(backend="sim", index=0, name="fake")
 
     def timer_resolution_s(self) -> float:
         return self.resolution
 
-    def time_batch(self, fn: Callable[[], Any], inner: int) -> float:
+    def time_batch(self, fn: Callable[[], Any], inner: int, work: Any = None) -> float:
+        self.works.append(work)
         start = self.fake.now_ns()
         for _ in range(inner):
             fn()

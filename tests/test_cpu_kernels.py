@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from pytest_charz.errors import CharzError, UsageError
-from pytest_charz.kernels import build, cpu, traffic
+from pytest_charz.kernels import build, cpu, cpu_library, traffic
 
 THREAD_COUNTS = sorted({1, 2, cpu.available_threads()})
 
@@ -393,7 +393,7 @@ def test_kernel_library_describes_its_build() -> None:
 
 def test_threads_beyond_one_need_openmp(monkeypatch: pytest.MonkeyPatch) -> None:
     without_openmp = dataclasses.replace(cpu.kernel_build(), openmp_version=0)
-    monkeypatch.setattr(cpu, "kernel_build", lambda: without_openmp)
+    monkeypatch.setattr(cpu_library, "kernel_build", lambda: without_openmp)
     with pytest.raises(CharzError, match="OpenMP"):
         cpu.fork_join(1, threads=2)
     assert cpu.fork_join(3) == 3  # the default falls back to one thread

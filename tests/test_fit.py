@@ -1,18 +1,20 @@
-"""Calibration over runs (pytest_charz.models.fit) on synthetic runs with known efficiency."""
+"""Calibration over runs (pytest_charz.calibration) on synthetic runs with known efficiency."""
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
 import pytest
 
+from charz_factories import case_json, measurement_json, run_json
+from pytest_charz.calibration.file import CalibrationFile, band_for, calibrate, load_calibration_file
+from pytest_charz.calibration.observations import ceilings_from_run, observations, split_cases
 from pytest_charz.errors import FormatError, UsageError
 from pytest_charz.models import Ceilings, Composite
-from pytest_charz.models.fit import (
-    CalibrationFile, band_for, calibrate, ceilings_from_run, load_calibration_file, observations, split_cases,
-)
+from pytest_charz.records import Run, RunTarget
 from pytest_charz.targets.catalogue import resolve
 from pytest_charz.work import Work
 
@@ -40,11 +42,11 @@ def copy_work(size: int) -> Work:
     return Work(bytes={"dram": 2.0 * size}, op="copy", shape={"working_set_bytes": 2.0 * size})
 
 
-def synthetic_run(target: str = "h100-sxm", seed: int = 0, sigma: float = 0.05,
-                  gemm_sizes: Sequence[int] = GEMM_SIZES, copy_sizes: Sequence[int] = COPY_SIZES,
-                  gemm_eff: Callable[[float], float] = GEMM_EFF, copy_eff: Callable[[float], float] = COPY_EFF,
-                  spec_json: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A run file mapping (docs/run-format.md) whose measured median is the composite model's
+def synthetic_run_json(target: str = "h100-sxm", seed: int = 0, sigma: float = 0.05,
+                       gemm_sizes: Sequence[int] = GEMM_SIZES, copy_sizes: Sequence[int] = COPY_SIZES,
+                       gemm_eff: Callable[[float], float] = GEMM_EFF, copy_eff: Callable[[float], float] = COPY_EFF,
+                       spec_json: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A run file's JSON (docs/run-format.md) whose measured median is the composite model's
     uncalibrated prediction divided by a known efficiency, times lognormal noise."""
     spec = resolve(target)
     ceilings = Ceilings.from_spec(spec)
@@ -57,29 +59,35 @@ def synthetic_run(target: str = "h100-sxm", seed: int = 0, sigma: float = 0.05,
         size = work.total_flops if work.flops else work.total_bytes
         predicted = model.predict(work, ceilings).time_s
         median_s = predicted / efficiency(size) * math.exp(sigma * rng.standard_normal())
-        suite, _, test = case_id.partition("::")
-        cases.append({"id": case_id, "nodeid": case_id, "suite": suite, "test": test.split("[")[0], "label": "",
-                      "params": {}, "work": work.to_json(),
-                      "measurement": {"median_s": median_s, "samples_s": [median_s] * 5, "kept": 5},
-                      "flags": [], "prediction": None, "verdict": None})
-    return {"version": 1, "kind": "charz-run", "created": f"2025-01-0{1 + seed % 9}T00:00:00+00:00",
-            "status": "complete",
-            "target": {"id": spec.id, "name": spec.identity.name, "kind": spec.identity.kind, "origin": spec.origin,
-                       "spec": spec_json if spec_json is not None else spec.to_json()},
-            "device": {"backend": "sim"}, "provenance": {}, "settings": {}, "quick": False, "cases": cases}
+        cases.append(case_json(case_id, work.to_json(), median_s, measurement=measurement_json(median_s, kept=5)))
+    data = run_json(cases, target_id=spec.id, name=spec.identity.name, kind=spec.identity.kind,
+                    spec=spec_json if spec_json is not None else spec.to_json(),
+                    created=f"2025-01-0{1 + seed % 9}T00:00:00+00:00")
+    data["device"] = {"backend": "sim"}
+    return data
 
 
-def write_run(path: Any, run: dict[str, Any]) -> str:
-    path.write_text(json.dumps(run))
+def as_run(data: dict[str, Any], path: str = "") -> Run:
+    """The typed Run of a run file's JSON, as read from ``path``."""
+    return replace(Run.from_json(data, path or "synthetic run"), path=path)
+
+
+def synthetic_run(*args: Any, path: str = "", **kwargs: Any) -> Run:
+    """The typed Run of :func:`synthetic_run_json`."""
+    return as_run(synthetic_run_json(*args, **kwargs), path)
+
+
+def write_run(path: Any, run: Run) -> str:
+    path.write_text(json.dumps(run.to_json()))
     return str(path)
 
 
 def test_ceilings_from_run_rebuild_the_recorded_spec() -> None:
     run = synthetic_run(gemm_sizes=[512], copy_sizes=[4096])
     assert ceilings_from_run(run).to_json() == Ceilings.from_spec(resolve("h100-sxm")).to_json()
-    run["target"] = {"id": "cpu", "name": "host"}
+    host = replace(run, target=RunTarget("cpu", "host", "cpu", "test", None))
     with pytest.raises(FormatError, match="no target spec"):
-        ceilings_from_run(run)
+        ceilings_from_run(host)
 
 
 def test_calibration_recovers_the_efficiency() -> None:
@@ -124,12 +132,12 @@ def test_conformal_bands_cover_held_out_cases_near_the_level() -> None:
 
 
 def test_bands_follow_the_regime_noise() -> None:
-    noisy_copy = synthetic_run(seed=3, sigma=0.02)
+    noisy_copy = synthetic_run_json(seed=3, sigma=0.02)
     rng = np.random.default_rng(7)
     for case in noisy_copy["cases"]:
         if case["work"]["op"] == "copy":
             case["measurement"]["median_s"] *= math.exp(0.3 * rng.standard_normal())
-    calfile = calibrate([noisy_copy])
+    calfile = calibrate([as_run(noisy_copy)])
     compute, memory = band_for(calfile, "compute"), band_for(calfile, "memory")
     assert memory["hi"] - memory["lo"] > 4 * (compute["hi"] - compute["lo"])
     assert band_for(calfile, "latency") is None
@@ -141,7 +149,7 @@ def test_missing_spec_figures_come_from_calibration_cases() -> None:
         level["bandwidth_bytes_per_s"] = None
     run = synthetic_run(spec_json=spec_json, gemm_sizes=[1024, 2048, 4096], copy_sizes=[4096, 2**20, 2**28])
     calfile = calibrate([run], holdout=None)
-    best = max(2.0 * s / c["measurement"]["median_s"] for s, c in zip([4096, 2**20, 2**28], run["cases"][3:]))
+    best = max(2.0 * s / c.median_s for s, c in zip([4096, 2**20, 2**28], run.cases[3:]))
     figure = calfile.ceilings.bandwidth_bytes_per_s["dram"]
     assert figure.value == pytest.approx(best)
     assert "calibration case" in figure.source
@@ -179,7 +187,7 @@ def test_calibrate_refuses_mixed_targets_and_uncovering_models() -> None:
 
 
 def test_op_classes_separate_thread_counts_and_kernels() -> None:
-    from pytest_charz.models.fit import op_class
+    from pytest_charz.calibration.observations import op_class
     from pytest_charz.work import Work
 
     one = Work(bytes={"l2": 1e6}, op="read", shape={"threads": 1, "working_set_bytes": 1e6})

@@ -39,6 +39,7 @@ from pytest_charz.devices.nvml import (
 from pytest_charz.errors import MissingExtraError, UsageError
 from pytest_charz.kernels import gpu
 from pytest_charz.measure.conditions import Snapshot, compare
+from pytest_charz.work import Work
 
 DATA = Path(__file__).parent / "data" / "telemetry"
 GPU_LIBRARIES = ("pynvml", "amdsmi", "cupy", "torch")
@@ -329,6 +330,12 @@ def test_cuda_device_times_the_batch_between_events_on_its_stream(nvml: types.Mo
     assert calls == [device.stream] * 4                 # the work ran on the device's stream
     assert cp.log[-4:] == ["device.synchronize", "record(device stream)", "record(device stream)", "event.synchronize"]
     assert "stream(non_blocking=True)" in cp.log
+    # The case's Work comes with the batch (the sampler always passes it); a real GPU runs fn
+    # and times it with events all the same.
+    calls.clear()
+    work = Work(flops=1e9, dtype="fp32", op="fma")
+    assert device.time_batch(lambda: calls.append(cp.current_stream), 3, work) == pytest.approx(2.5e-3)
+    assert calls == [device.stream] * 3
     with pytest.raises(UsageError):
         device.time_batch(lambda: None, inner=0)
     device.close()

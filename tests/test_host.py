@@ -242,3 +242,26 @@ def test_the_host_spec_formats_with_every_derivation() -> None:
     assert "Intel(R) Xeon(R) Processor (cpu)" in text
     assert "166.4 GFLOP/s  [derived: 2 cores x 8 fp64 lanes (avx512f)" in text
     assert "480 MiB  [derived: sysfs cache index (level 3, Unified)" in text
+
+
+def test_the_cpu_device_sizes_its_cache_flush_with_the_same_parser(tmp_path: Path) -> None:
+    """``devices.cpu.last_level_cache_bytes`` reads sysfs with :func:`parse_size`: the highest
+    data or unified level wins, instruction caches and unreadable sizes are skipped."""
+    from pytest_charz.devices.cpu import last_level_cache_bytes
+
+    def index(n: int, level: str, kind: str, size: str) -> None:
+        directory = tmp_path / f"index{n}"
+        directory.mkdir()
+        for name, text in (("level", level), ("type", kind), ("size", size)):
+            (directory / name).write_text(text + "\n")
+
+    index(0, "1", "Data", "48K")
+    index(1, "1", "Instruction", "32K")
+    index(2, "2", "Unified", "2048K")
+    assert last_level_cache_bytes(str(tmp_path)) == 2048 * 1024
+    index(3, "3", "Unified", "lots")            # not a size: skipped, L2 stays the answer
+    assert last_level_cache_bytes(str(tmp_path)) == 2048 * 1024
+    index(4, "4", "Instruction", "1G")          # instruction caches never count
+    index(5, "3", "Unified", "105M")
+    assert last_level_cache_bytes(str(tmp_path)) == 105 * 2**20
+    assert last_level_cache_bytes(str(tmp_path / "absent")) is None

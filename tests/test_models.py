@@ -8,12 +8,13 @@ import types
 
 import pytest
 
+from pytest_charz.calibration.efficiency import Calibration, EfficiencyTable, conformal_interval, fit_efficiency
 from pytest_charz.errors import FormatError, UsageError
 from pytest_charz.models import (
-    MODELS, AlphaBeta, Calibration, Ceilings, Composite, EfficiencyTable, Gemm, GemmParams,
-    HierarchicalRoofline, Launch, Model, Prediction, Roofline, conformal_interval, fit_efficiency,
-    gemm_tiling, get_model, predict, regime_of,
+    MODELS, AlphaBeta, Ceilings, Composite, Gemm, GemmParams, HierarchicalRoofline, Launch, Model, Prediction,
+    Roofline, gemm_tiling, get_model, regime_of,
 )
+from pytest_charz.prediction import predict
 from pytest_charz.targets.spec import Compute, Figure, Identity, Link, MemoryLevel, TargetSpec
 from pytest_charz.work import Collective, Work
 
@@ -316,6 +317,7 @@ def test_ceilings_from_spec_convert_units_and_derive_links() -> None:
 
 def profile(**extra: object) -> dict:
     return {
+        "kind": "charz-profile",
         "version": 1,
         "target": {"id": "tiny", "kind": "gpu"},
         "ceilings": [

@@ -35,7 +35,7 @@ def test_run_file_holds_every_case_with_its_evidence(suite):
     result = suite.runpytest("--target=cpu", "--charz-out=run.json")
     result.assert_outcomes(passed=3)
     run = run_file(suite)
-    assert run["version"] == 1 and run["kind"] == "charz-run" and run["status"] == "complete"
+    assert run["version"] == 2 and run["kind"] == "charz-run" and run["status"] == "complete"
     assert run["target"]["id"] == "cpu"
     for key in ("host", "os", "cpu", "python", "libraries", "command", "seeds"):
         assert key in run["provenance"]

@@ -150,10 +150,10 @@ def test_a_clock_change_during_the_case_is_flagged(suite, monkeypatch):
 def write_calibration(pytester, band):
     """A calibration of the composite model on this host with the given compute-regime band."""
     from pytest_charz.store import store_target_key
-    from pytest_charz.models.calibrate import Calibration
+    from pytest_charz.calibration.efficiency import Calibration
+    from pytest_charz.calibration.file import CalibrationFile
     from pytest_charz.models.ceilings import Ceilings
-    from pytest_charz.models.fit import CalibrationFile
-    from pytest_charz.run import atomic_write_json
+    from pytest_charz.formats import atomic_write_json
     from pytest_charz.targets.catalogue import resolve
 
     spec = resolve("cpu")
@@ -180,3 +180,12 @@ def test_a_measurement_outside_the_validated_band_is_model_error(suite, pytester
     result, case = suite(predicted_s * 1e9, "--charz-no-save", seed=5)   # at the prediction: inside the band
     assert case["verdict"]["outcome"] != "model-error"
     assert case["verdict"]["model_error"] == pytest.approx(0.0, abs=0.05)
+
+
+def test_a_marker_threshold_outside_0_1_fails_the_case_naming_it(pytester, fake_clock, quiet_host, monkeypatch):
+    pytester.makepyfile(test_suite=SUITE.replace("max_time=1.0)", "max_time=1.0, threshold=1.5)"))
+    monkeypatch.setenv("CHARZ_TEST_COST_NS", "100000")
+    result = pytester.runpytest("--target=cpu", "--charz-no-save")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*test_suite.py::test_case: drift threshold must be a fraction in (0, 1)*1.5*"])
+    assert not (pytester.path / "baselines").exists()

@@ -14,8 +14,10 @@ import pytest
 from pytest_charz import cli
 from pytest_charz.errors import CharzError, FormatError, MissingExtraError
 from pytest_charz.models.ceilings import Ceilings
-from pytest_charz.profile import build_profile, load_profile, profile_paths
+from pytest_charz.profile import build_profile, load_profile
+from pytest_charz.records import Run
 from pytest_charz.report.markdown import render_markdown
+from pytest_charz.report.profile_command import profile_paths
 from pytest_charz.targets.spec import Compute, Figure, Identity, Link, MemoryLevel, TargetSpec
 
 KIB = 1024
@@ -129,7 +131,8 @@ def synthetic_cases(fma_fp64: float = 0.9e12, noise_seed: int = 0) -> list[dict[
     return cases
 
 
-def make_run(cases: list[dict[str, Any]], target_id: str = "testbox", version: int = 1) -> dict[str, Any]:
+def run_dict(cases: list[dict[str, Any]], target_id: str = "testbox", version: int = 1) -> dict[str, Any]:
+    """A run file's JSON (version 1 by default) holding ``cases``."""
     return {"version": version, "kind": "charz-run", "created": "2025-01-02T03:04:05+00:00", "status": "complete",
             "target": {"id": target_id, "name": "Test Box", "kind": "cpu", "origin": "derived at run time",
                        "spec": make_spec(target_id)},
@@ -137,6 +140,11 @@ def make_run(cases: list[dict[str, Any]], target_id: str = "testbox", version: i
             "provenance": {"host": "box1", "os": {"platform": "Linux-6"}, "cpu": {"model": "Test CPU"},
                            "python": {"version": "3.11.2"}, "libraries": {"numpy": "2.0"}, "suite_git": None},
             "settings": {}, "quick": False, "cases": cases}
+
+
+def make_run(cases: list[dict[str, Any]], target_id: str = "testbox") -> Run:
+    """The typed Run of :func:`run_dict` (what ``build_profile`` reads)."""
+    return Run.from_json(run_dict(cases, target_id), "test run")
 
 
 def write_run(path, run) -> str:
@@ -397,7 +405,7 @@ def test_html_plots_only_the_curves_the_run_has():
 
 def test_cli_writes_json_markdown_and_html_next_to_the_run(tmp_path, capsys):
     pytest.importorskip("matplotlib")
-    path = write_run(tmp_path / "run-1.json", make_run(synthetic_cases()))
+    path = write_run(tmp_path / "run-1.json", run_dict(synthetic_cases()))
     assert cli.main(["profile", path]) == 0
     out = capsys.readouterr().out
     for suffix in (".json", ".md", ".html"):
@@ -408,7 +416,7 @@ def test_cli_writes_json_markdown_and_html_next_to_the_run(tmp_path, capsys):
 
 
 def test_cli_out_dir_and_name(tmp_path):
-    path = write_run(tmp_path / "run-2.json", make_run(synthetic_cases()))
+    path = write_run(tmp_path / "run-2.json", run_dict(synthetic_cases()))
     assert profile_paths([path], str(tmp_path / "out"), "box") == {
         "json": str(tmp_path / "out" / "box.json"), "md": str(tmp_path / "out" / "box.md"),
         "html": str(tmp_path / "out" / "box.html")}
@@ -416,7 +424,7 @@ def test_cli_out_dir_and_name(tmp_path):
 
 def test_without_matplotlib_json_and_markdown_are_still_written(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    path = write_run(tmp_path / "run-3.json", make_run(synthetic_cases()))
+    path = write_run(tmp_path / "run-3.json", run_dict(synthetic_cases()))
     assert cli.main(["profile", path, "--name", "p"]) == 0
     assert (tmp_path / "p.json").is_file() and (tmp_path / "p.md").is_file()
     assert not (tmp_path / "p.html").exists()
@@ -428,18 +436,18 @@ def test_without_matplotlib_json_and_markdown_are_still_written(tmp_path, capsys
 
 
 def test_unknown_run_version_is_a_format_error(tmp_path, capsys):
-    path = write_run(tmp_path / "run-9.json", make_run(synthetic_cases(), version=9))
+    path = write_run(tmp_path / "run-9.json", run_dict(synthetic_cases(), version=9))
     assert cli.main(["profile", path]) == 2
     assert "version 9 is not supported" in capsys.readouterr().err
     with pytest.raises(FormatError):
-        from pytest_charz.profile import profile_command
+        from pytest_charz.report.profile_command import profile_command
 
         profile_command(type("Args", (), {"runs": [path], "out_dir": None, "name": None})())
 
 
 def test_mixed_targets_on_the_command_line(tmp_path, capsys):
-    a = write_run(tmp_path / "a.json", make_run(synthetic_cases()))
-    b = write_run(tmp_path / "b.json", make_run(synthetic_cases(), "otherbox"))
+    a = write_run(tmp_path / "a.json", run_dict(synthetic_cases()))
+    b = write_run(tmp_path / "b.json", run_dict(synthetic_cases(), "otherbox"))
     assert cli.main(["profile", a, b]) == 2
     err = capsys.readouterr().err
     assert "a.json" in err and "b.json" in err and "otherbox" in err
@@ -450,3 +458,23 @@ def test_profile_file_of_unknown_version_is_refused(tmp_path):
     path.write_text(json.dumps({"version": 7, "kind": "charz-profile"}))
     with pytest.raises(FormatError, match="version 7"):
         load_profile(str(path))
+
+
+def test_profile_and_models_quote_the_same_link_ceilings(profile):
+    # One derivation of a spec's link figures: the profile's spec column is what models see.
+    spec = TargetSpec.from_json(make_spec())
+    datasheet = Ceilings.from_spec(spec)
+    h2d = ceiling(profile, "transfer:h2d")
+    assert h2d["spec"] == datasheet.link_bandwidth_bytes_per_s["h2d"].value
+    assert h2d["spec_source"] == datasheet.link_bandwidth_bytes_per_s["h2d"].source == "PCIe 4.0 x16 per direction"
+    assert h2d["spec_latency_s"] == pytest.approx(datasheet.link_latency_s["h2d"].value) == pytest.approx(1.5e-6)
+
+
+def test_a_document_of_another_kind_is_not_a_profile(tmp_path):
+    other = {"kind": "charz-baseline", "version": 1, "ceilings": []}
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(other))
+    with pytest.raises(FormatError, match="not a charz profile"):
+        load_profile(str(path))
+    with pytest.raises(FormatError, match="not a charz profile"):
+        Ceilings.from_profile(other)

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytest_charz.curves.links import fit_alpha_beta, link_figures
+from pytest_charz.curves.plateaus import detect_levels
 from pytest_charz.errors import UsageError
-from pytest_charz.profile_fit import detect_levels, fit_alpha_beta, link_figures
 
 KIB = 1024
 MIB = 1024 * KIB

@@ -76,3 +76,23 @@ def test_measurement_json_round_trip(fake_device):
 def test_bad_settings_are_usage_errors(bad):
     with pytest.raises(UsageError):
         SamplerSettings(**bad)
+
+
+@pytest.mark.parametrize("mode", ["hot", "cold"])
+def test_every_batch_hands_the_case_work_to_the_device(fake_device, mode):
+    from pytest_charz.work import Work
+
+    device = fake_device(cost_ns=lambda: 20_000)
+    work = Work(flops=4e6, dtype="fp32", bytes=1e5, op="fma")
+    m = sample(device, lambda: None, SamplerSettings(mode=mode, max_time_s=0.5), work=work)
+    # warm-up, calibration and sampling batches: each one saw the case's Work, and only it
+    assert len(device.works) >= m.warmup_calls + len(m.samples_s)
+    assert all(seen is work for seen in device.works)
+
+
+def test_without_work_the_device_gets_an_empty_work(fake_device):
+    from pytest_charz.work import Work
+
+    device = fake_device(cost_ns=lambda: 20_000)
+    sample(device, lambda: None, SamplerSettings(max_time_s=0.2))
+    assert device.works and all(seen == Work() for seen in device.works)

@@ -3,12 +3,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 
+from charz_factories import make_case, measurement_json
 from pytest_charz.errors import FormatError, UsageError
+from pytest_charz.measure import clock
 from pytest_charz.store import (
     BaselineStore,
     DirectoryStore,
@@ -175,20 +176,26 @@ def test_thinning_keeps_extremes_and_median() -> None:
 
 def test_reference_from_a_case_record_round_trips() -> None:
     samples = list(1e-3 * np.random.default_rng(5).lognormal(0.0, 0.01, 900))
-    case: dict[str, Any] = {
-        "id": CASE, "suite": SUITE, "work": {"op": "stream"},
-        "measurement": {"samples_s": samples, "median_s": float(np.median(samples)), "ci_s": [9.9e-4, 1.01e-3],
-                        "noise_target": 0.01, "mode": "cold"},
-        "conditions": {"before": {"governor": "performance", "cpu_freq_mhz": [3000.0]}, "after": {},
-                       "interval": {"flags": ["steal"], "steal_fraction": 0.03}},
-    }
+    measured = measurement_json(float(np.median(samples)), samples_s=samples, mode="cold", ci_s=[9.9e-4, 1.01e-3])
+    conditions = {"before": {"governor": "performance", "cpu_freq_mhz": [3000.0]}, "after": {},
+                  "interval": {"flags": ["steal"], "steal_fraction": 0.03}}
+    case = make_case(CASE, {"op": "stream"}, None, measurement=measured, conditions=conditions)
     provenance = {"libraries": {"numpy": "2.1.0"}, "suite_git": {"commit": "f00"}, "os": {"release": "6.8"},
                   "device": {"versions": {"driver": "590.10"}}}
     ref = Reference.from_case(case, provenance, created="2025-03-01T00:00:00+00:00")
     assert len(ref.samples_s) == 200
     assert ref.mode == "cold" and ref.op == "stream"
+    assert ref.ci_s == pytest.approx((9.9e-4, 1.01e-3))
     assert ref.conditions["flags"] == ["steal"] and ref.conditions["governor"] == "performance"
     assert ref.provenance["device_versions"] == {"driver": "590.10"} and ref.provenance["commit"] == "f00"
     assert Reference.from_json(json.loads(json.dumps(ref.to_json()))) == ref
     with pytest.raises(UsageError, match="no kept samples"):
-        Reference.from_case({**case, "measurement": {"samples_s": [], "median_s": None}}, provenance)
+        Reference.from_case(make_case(CASE, {"op": "stream"}, None), provenance)
+
+
+def test_new_references_are_stamped_by_the_clock() -> None:
+    case = make_case(CASE, {"op": "stream"}, 1e-3)
+    with clock.use(clock.FakeClock(wall_start=1_750_000_000.5)):
+        ref = Reference.from_case(case, {})
+    assert ref.created == "2025-06-15T15:06:40+00:00"
+    assert ref.provenance["created"] == ref.created

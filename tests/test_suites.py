@@ -346,7 +346,7 @@ def test_parameter_budgets_reach_the_sampler(pytester: pytest.Pytester) -> None:
     """A budget a parameter carries is the one the case samples under (the test's own marker
     must not override it), and quick runs still use the marker's quick budget."""
     from pytest_charz.measure.sampler import SamplerSettings
-    from pytest_charz.session import marker_settings
+    from pytest_charz.markers import marker_settings
 
     items, _ = pytester.inline_genitems(str(SUITES / "test_memory.py"), "-p", "no:cacheprovider")
     reads = {item.callspec.id: item for item in items if item.originalname == "test_read_cpu"}

@@ -1,4 +1,4 @@
-"""Validation of models on runs (pytest_charz.models.validate), its report and the charz commands."""
+"""Validation of models on runs (pytest_charz.calibration.validate), its report and the charz commands."""
 from __future__ import annotations
 
 import json
@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from pytest_charz.cli import main
-from pytest_charz.models.fit import band_for, load_calibration_file
-from pytest_charz.models.validate import error_summary, validate
+from pytest_charz.calibration.file import band_for, load_calibration_file
+from pytest_charz.calibration.validate import error_summary, validate
 from pytest_charz.report.validation import render_html, render_markdown
-from test_fit import COPY_SIZES, GEMM_SIZES, linear_efficiency, synthetic_run, write_run
+from test_fit import COPY_SIZES, GEMM_SIZES, as_run, linear_efficiency, synthetic_run, synthetic_run_json, write_run
 
 SMALL = {"gemm_sizes": GEMM_SIZES[::4], "copy_sizes": COPY_SIZES[::3]}
 
@@ -46,11 +46,11 @@ def test_validate_tables_per_model_and_regime() -> None:
 
 def test_held_out_error_is_measured_not_fitted() -> None:
     # a step the log-size efficiency cannot interpolate: copies beyond 1 MiB run 3x slower
-    run = synthetic_run(sigma=0.01, **SMALL)
+    run = synthetic_run_json(sigma=0.01, **SMALL)
     for case in run["cases"]:
         if case["work"]["op"] == "copy" and case["work"]["bytes"]["dram"] > 2 * 2**20:
             case["measurement"]["median_s"] *= 3.0
-    report = validate([run], models=["composite"]).to_json()
+    report = validate([as_run(run)], models=["composite"]).to_json()
     table = report["tables"]["composite"]
     assert table["memory"]["p90_abs"] > 0.1 and table["compute"]["p90_abs"] < 0.05
     # the leave-one-out residuals see the step too: the memory band widens, the compute one does not
@@ -80,8 +80,7 @@ def test_transfer_table_between_two_targets() -> None:
 
 
 def test_transfer_between_two_runs_of_one_target() -> None:
-    runs = [synthetic_run(sigma=0.02, **SMALL), synthetic_run(seed=5, sigma=0.02, **SMALL)]
-    runs[0]["path"], runs[1]["path"] = "a.json", "b.json"
+    runs = [synthetic_run(sigma=0.02, path="a.json", **SMALL), synthetic_run(seed=5, sigma=0.02, path="b.json", **SMALL)]
     report = validate(runs, models=["composite"]).to_json()
     pairs = {(t["calibrated_on"], t["tested_on"]) for t in report["transfer"]}
     assert pairs == {("a.json#0", "b.json#1"), ("b.json#1", "a.json#0")}

@@ -5,11 +5,13 @@ from typing import Any, Sequence
 import numpy as np
 import pytest
 
+from charz_factories import make_case
 from pytest_charz.errors import UsageError
 from pytest_charz.measure.sampler import Measurement, SamplerSettings, summarize
 from pytest_charz.models.base import Prediction
-from pytest_charz.store import InMemoryStore, Reference, thin_samples
-from pytest_charz.verdict import Verdict, evaluate_case, judge
+from pytest_charz.records import CaseRecord
+from pytest_charz.store import InMemoryStore, Reference, evaluate_case, thin_samples
+from pytest_charz.verdict import Verdict, judge
 
 BASE_S = 1e-3
 CLEAN: dict[str, Any] = {"flags": []}
@@ -37,8 +39,8 @@ def reference_of(samples: Sequence[float], mode: str = "hot") -> Reference:
                      "2025-01-01T00:00:00+00:00", (m.median_s,) * 3)
 
 
-def prediction(time_s: float = BASE_S) -> dict[str, Any]:
-    return Prediction.of_terms("roofline", time_s, "memory:dram", {"memory:dram": time_s}).to_json()
+def prediction(time_s: float = BASE_S) -> Prediction:
+    return Prediction.of_terms("roofline", time_s, "memory:dram", {"memory:dram": time_s})
 
 
 BAND = {"lo": -0.1, "hi": 0.1}
@@ -186,14 +188,14 @@ def test_same_distribution_never_fails(seed: int) -> None:
 
 
 # -- evaluate_case: the store's rules around a verdict ---------------------------------------------
-def case(samples: Sequence[float], flags: Sequence[str] = (), case_id: str = CASE) -> dict[str, Any]:
-    return {"id": case_id, "suite": SUITE, "work": {"op": "stream"}, "measurement": measurement(samples).to_json(),
-            "conditions": {"before": {"governor": "performance", "cpu_freq_mhz": [3000.0]}, "after": {},
-                           "interval": {"flags": list(flags), "steal_fraction": 0.2 if "steal" in flags else 0.0}},
-            "peak_fraction": {"bandwidth:dram": 0.62}}
+def case(samples: Sequence[float], flags: Sequence[str] = (), case_id: str = CASE) -> CaseRecord:
+    conditions = {"before": {"governor": "performance", "cpu_freq_mhz": [3000.0]}, "after": {},
+                  "interval": {"flags": list(flags), "steal_fraction": 0.2 if "steal" in flags else 0.0}}
+    return make_case(case_id, {"op": "stream"}, None, suite=SUITE, measurement=measurement(samples).to_json(),
+                     conditions=conditions, peak_fraction={"bandwidth:dram": 0.62})
 
 
-def evaluate(store: InMemoryStore, samples: Sequence[float], record: dict[str, Any] | None = None,
+def evaluate(store: InMemoryStore, samples: Sequence[float], record: CaseRecord | None = None,
              **kw: Any) -> Verdict:
     options: dict[str, Any] = dict(prediction=prediction(), band=None, provenance=PROVENANCE, threshold=0.05,
                                    strict=False, accept_reason=None, save_new=True)
@@ -284,3 +286,10 @@ def test_an_undecided_change_beyond_the_threshold_with_a_cause_is_explained() ->
     assert judge_against(noisy_now, base).outcome == "inconclusive"
     explained = judge_against(noisy_now, base, interval=loaded)
     assert explained.outcome == "explained" and "hog" in (explained.cause or "")
+
+
+def test_a_bad_threshold_names_the_case_and_leaves_the_store_alone() -> None:
+    store = InMemoryStore()
+    with pytest.raises(UsageError, match=r"test_triad\[1MiB\]: drift threshold must be a fraction in \(0, 1\)"):
+        evaluate(store, draw(1), threshold=1.5)
+    assert store.get(TARGET, SUITE, CASE) is None

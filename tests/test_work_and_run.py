@@ -8,8 +8,12 @@ import pytest
 
 from pytest_charz import Work
 from pytest_charz.errors import FormatError, UsageError
-from pytest_charz.run import Run, RunWriter, atomic_write_json, journal_path, load_run
+from pytest_charz.formats import atomic_write_json
+from pytest_charz.records import Run, RunTarget
+from pytest_charz.run import RunWriter, journal_path, load_run
 from pytest_charz.work import achieved_rates
+
+from charz_factories import make_case
 
 
 def test_work_normalizes_numbers_and_round_trips():
@@ -34,20 +38,24 @@ def test_achieved_rates_per_dtype_level_and_access():
 
 
 def _run() -> Run:
-    return Run(target={"id": "cpu"}, device={}, provenance={}, settings={}, created="2026-11-30T00:00:00+00:00")
+    return Run(target=RunTarget("cpu", "host", "cpu", "test", None), device={}, provenance={}, settings={},
+               created="2026-11-30T00:00:00+00:00")
 
 
 def test_run_writer_journals_cases_and_finishes_atomically(tmp_path):
     path = str(tmp_path / "runs" / "r.json")
     writer = RunWriter(path, _run())
-    writer.add_case({"id": "a", "measurement": {}})
+    writer.add_case(make_case("a", {"op": "fma", "flops": {"fp32": 1e6}}, 1e-6))
     assert os.path.exists(journal_path(path)) and not os.path.exists(path)
     # a session killed now leaves the journal, which loads as an interrupted run
     recovered = load_run(journal_path(path))
-    assert recovered["status"] == "interrupted" and [c["id"] for c in recovered["cases"]] == ["a"]
+    assert recovered.status == "interrupted" and [c.id for c in recovered.cases] == ["suites/test_synth.py::a"]
     writer.finish("complete")
-    data = load_run(path)
-    assert data["version"] == 1 and data["status"] == "complete" and len(data["cases"]) == 1
+    data = json.loads(open(path).read())
+    assert data["version"] == 2 and data["kind"] == "charz-run" and data["status"] == "complete"
+    assert [(c["kind"], c["work"]["kind"], c["measurement"]["kind"]) for c in data["cases"]] == [
+        ("charz-case", "charz-work", "charz-measurement")]
+    assert load_run(path).cases == writer.run.cases
     assert not os.path.exists(journal_path(path))
     assert [p for p in os.listdir(tmp_path / "runs") if p.startswith(".tmp-")] == []
 
@@ -55,10 +63,10 @@ def test_run_writer_journals_cases_and_finishes_atomically(tmp_path):
 def test_torn_last_journal_line_is_dropped(tmp_path):
     path = str(tmp_path / "r.json")
     writer = RunWriter(path, _run())
-    writer.add_case({"id": "a"})
+    writer.add_case(make_case("a", {"op": "fma"}, 1e-6))
     with open(journal_path(path), "a") as handle:
         handle.write('{"id": "b", "meas')
-    assert [c["id"] for c in load_run(path)["cases"]] == ["a"]
+    assert [c.id for c in load_run(path).cases] == ["suites/test_synth.py::a"]
 
 
 def test_unknown_version_and_corrupt_files_are_format_errors(tmp_path):
@@ -74,10 +82,10 @@ def test_unknown_version_and_corrupt_files_are_format_errors(tmp_path):
 
 def test_atomic_write_keeps_the_old_file_when_serialization_fails(tmp_path):
     path = str(tmp_path / "x.json")
-    atomic_write_json(path, {"a": 1})
+    atomic_write_json(path, {"kind": "k", "version": 1, "a": 1})
     with pytest.raises(TypeError):
-        atomic_write_json(path, {"a": object()})
-    assert json.loads(open(path).read()) == {"a": 1}
+        atomic_write_json(path, {"kind": "k", "version": 1, "a": object()})
+    assert json.loads(open(path).read()) == {"kind": "k", "version": 1, "a": 1}
     assert os.listdir(tmp_path) == ["x.json"]
 
 
@@ -86,3 +94,30 @@ def test_unwritable_run_path_is_a_usage_error(tmp_path):
     blocker.write_text("")
     with pytest.raises(UsageError, match="cannot create"):
         RunWriter(str(blocker / "sub" / "r.json"), _run())
+
+
+def test_only_stamped_documents_are_written(tmp_path):
+    with pytest.raises(ValueError, match="kind"):
+        atomic_write_json(str(tmp_path / "x.json"), {"a": 1})
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_version_1_run_migrates_on_load(tmp_path):
+    from charz_factories import case_json, run_json
+
+    path = tmp_path / "old.json"
+    unstamped = case_json("a", {"op": "fma", "flops": {"fp32": 2e6}}, 1e-6)
+    path.write_text(json.dumps(run_json([unstamped], version=1)))
+    run = load_run(str(path))
+    assert run.cases[0].work.flops == {"fp32": 2e6} and run.to_json()["version"] == 2
+
+
+def test_a_nested_record_of_another_kind_is_a_format_error_naming_the_file(tmp_path):
+    from charz_factories import case_json, run_json
+
+    case = case_json("a", {"op": "fma"}, 1e-6)
+    case["work"] = {**case["work"], "kind": "charz-measurement", "version": 1}
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(run_json([case])))
+    with pytest.raises(FormatError, match="bad.json.*Work"):
+        load_run(str(path))

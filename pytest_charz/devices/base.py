@@ -1,15 +1,23 @@
-"""The Device protocol: what the measurement engine needs from a backend.
+"""The Device and Backend protocols: what the measurement engine needs from a backend.
 
-A backend allocates, runs, synchronizes, times with the right clock (device events on an
-accelerator, the one clock on a CPU), flushes caches for cold samples, and snapshots telemetry.
-Devices never judge: verdicts live in ``verdict.py``.
+A :class:`Backend` is a kind of device named by a target prefix (``cpu``, ``cuda``, ``rocm``,
+``sim``, or one a conftest registers through the ``pytest_charz_backends`` hook): it resolves a
+target name to a :class:`~pytest_charz.targets.spec.TargetSpec` and the device it runs on, and
+opens that device. A :class:`Device` allocates, runs, synchronizes, times with the right clock
+(device events on an accelerator, the one clock on a CPU, a model of the hardware on a simulated
+one), flushes caches for cold samples, and snapshots telemetry. Devices never judge: verdicts
+live in ``verdict.py``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, runtime_checkable
 
 from ..measure.conditions import DeviceTelemetry
+
+if TYPE_CHECKING:
+    from ..targets.spec import TargetSpec
+    from ..work import Work
 
 
 @dataclass(frozen=True)
@@ -52,9 +60,15 @@ class Device(Protocol):
         """Smallest interval the device's timer can tell apart, in seconds."""
         ...
 
-    def time_batch(self, fn: Callable[[], Any], inner: int) -> float:
+    def time_batch(self, fn: Callable[[], Any], inner: int, work: "Work | None" = None) -> float:
         """Run ``fn`` ``inner`` times back to back and return the elapsed seconds, measured with
-        the device's own clock (work complete when it returns)."""
+        the device's own clock (work complete when it returns).
+
+        ``work`` is what one call of ``fn`` does (the case's Work; the sampler always passes it,
+        an empty Work when the case gave none). A device that executes ``fn`` may ignore it; a
+        simulated one times the work instead of executing it. None: the caller does not know
+        (a suite timing a helper loop directly), which a simulated device may refuse.
+        """
         ...
 
     def synchronize(self) -> None: ...
@@ -74,3 +88,24 @@ class Device(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A kind of device, registered under the target prefix ``name``: ``--target=NAME:REST``
+    is routed to it. Built in: ``cpu``, ``cuda``, ``rocm`` (``devices.registry``); others come
+    through the ``pytest_charz_backends`` hook (see :mod:`pytest_charz.hookspec`)."""
+
+    name: str
+
+    def select(self, name: str, worker: int | None) -> tuple["TargetSpec", VisibleDevice]:
+        """Resolve ``name`` (the part of ``--target`` after ``prefix:``, possibly empty: this
+        backend's default) to its spec and the device it runs on. ``worker`` is the
+        pytest-xdist worker number (None outside xdist), for spreading workers over several
+        matching devices. Raises :class:`~pytest_charz.errors.UsageError` for a name it does
+        not know or a device that is not there."""
+        ...
+
+    def open(self, visible: VisibleDevice, spec: "TargetSpec") -> Device:
+        """Bind the device that :meth:`select` found (closed with ``Device.close``)."""
+        ...

@@ -3,12 +3,16 @@ from __future__ import annotations
 
 import os
 import platform
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..measure import clock
 from ..measure.conditions import DeviceTelemetry
 from ..measure.provenance import cpu_model, library_versions
+from ..targets.host import parse_size
 from .base import DeviceInfo
+
+if TYPE_CHECKING:
+    from ..work import Work
 
 
 def last_level_cache_bytes(sysfs: str = "/sys/devices/system/cpu/cpu0/cache") -> int | None:
@@ -27,27 +31,14 @@ def last_level_cache_bytes(sysfs: str = "/sys/devices/system/cpu/cpu0/cache") ->
             with open(os.path.join(sysfs, entry, "type")) as h:
                 kind = h.read().strip()
             with open(os.path.join(sysfs, entry, "size")) as h:
-                size_text = h.read().strip()
+                size = parse_size(h.read())     # ValueError (not a size): skipped like a missing file
         except (OSError, ValueError):
             continue
         if kind == "Instruction":
             continue
-        size = parse_cache_size(size_text)
         if size and (best is None or level > best[0]):
             best = (level, size)
     return best[1] if best else None
-
-
-def parse_cache_size(text: str) -> int | None:
-    """sysfs cache size text ("48K", "2048K", "480M") in bytes."""
-    text = text.strip().upper()
-    if not text:
-        return None
-    scale = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(text[-1])
-    try:
-        return int(text[:-1]) * scale if scale else int(text)
-    except ValueError:
-        return None
 
 
 class CpuDevice:
@@ -78,7 +69,9 @@ class CpuDevice:
             self._resolution_s = clock.resolution_ns() / 1e9
         return self._resolution_s
 
-    def time_batch(self, fn: Callable[[], Any], inner: int) -> float:
+    def time_batch(self, fn: Callable[[], Any], inner: int, work: "Work | None" = None) -> float:
+        """Seconds of ``inner`` calls of ``fn`` on the one clock; ``work`` is not needed (the
+        calls really run)."""
         loops = range(inner)
         start = clock.now_ns()
         for _ in loops:

@@ -22,13 +22,16 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..errors import UsageError, require_extra
 from .base import DeviceInfo
 from .detect_gpu import normalize_pci_bus_id, sysfs_pci_device_id
 from .gpu_common import TelemetryDiscards, flush_bytes
 from .nvml import SM_CLOCK_THRESHOLD, NvmlTelemetry
+
+if TYPE_CHECKING:
+    from ..work import Work
 
 #: Resolution of CUDA events: "around 0.5 microseconds" (CUDA Runtime API reference,
 #: ``cudaEventElapsedTime``).
@@ -183,9 +186,10 @@ class CudaDevice(TelemetryDiscards):
     def timer_resolution_s(self) -> float:
         return CUDA_EVENT_RESOLUTION_S
 
-    def time_batch(self, fn: Callable[[], Any], inner: int) -> float:
+    def time_batch(self, fn: Callable[[], Any], inner: int, work: "Work | None" = None) -> float:
         """Seconds between CUDA events recorded before and after ``inner`` calls of ``fn`` on
-        the device's stream (the end event waited for)."""
+        the device's stream (the end event waited for). ``work`` is not needed: the events
+        time what ``fn`` really runs."""
         if not isinstance(inner, int) or inner < 1:
             raise UsageError(f"inner must be a positive int, got {inner!r}")
         cp = self._cp

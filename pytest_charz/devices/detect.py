@@ -2,13 +2,14 @@
 
 ``--target`` is checked against the devices actually visible: asking for ``mi300x`` on a machine
 with an H100, or with no accelerator at all, is a usage error, never a mislabelled result.
+Opening the device found is the backend's part (:mod:`.registry`).
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from ..errors import UsageError
-from .base import Device, VisibleDevice
+from .base import VisibleDevice
 
 if TYPE_CHECKING:
     from ..targets.spec import TargetSpec
@@ -79,20 +80,3 @@ def select_target(name: str | None, visible: list[VisibleDevice] | None = None,
         f"target {asked}, {spec.identity.name}, is not visible on this machine; "
         f"visible: {describe(visible)}. Run without --target to characterize what is here."
     )
-
-
-def open_device(visible: VisibleDevice) -> Device:
-    """Bind the backend for ``visible``."""
-    if visible.backend == "cpu":
-        from .cpu import CpuDevice
-
-        return CpuDevice(visible.index)
-    if visible.backend == "cuda":
-        from .cuda import CudaDevice
-
-        return CudaDevice(visible.index)
-    if visible.backend == "rocm":
-        from .rocm import RocmDevice
-
-        return RocmDevice(visible.index)
-    raise UsageError(f"no backend drives {visible.backend!r} devices; known backends: cpu, cuda, rocm")

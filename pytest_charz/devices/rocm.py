@@ -15,7 +15,7 @@ flush buffer is sized from it for those architectures (AMD CDNA 3 Architecture w
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..errors import UsageError, require_extra
 from .amdsmi_telemetry import AmdsmiTelemetry
@@ -23,6 +23,9 @@ from .base import DeviceInfo
 from .detect_gpu import sysfs_pci_device_id
 from .gpu_common import TelemetryDiscards, flush_bytes
 from .nvml import SM_CLOCK_THRESHOLD
+
+if TYPE_CHECKING:
+    from ..work import Work
 
 #: Resolution of HIP events: about 1 microsecond (HIP runtime API reference,
 #: ``hipEventElapsedTime``).
@@ -130,9 +133,10 @@ class RocmDevice(TelemetryDiscards):
     def timer_resolution_s(self) -> float:
         return HIP_EVENT_RESOLUTION_S
 
-    def time_batch(self, fn: Callable[[], Any], inner: int) -> float:
+    def time_batch(self, fn: Callable[[], Any], inner: int, work: "Work | None" = None) -> float:
         """Seconds between HIP events recorded before and after ``inner`` calls of ``fn`` on
-        the device's stream (the end event waited for)."""
+        the device's stream (the end event waited for). ``work`` is not needed: the events
+        time what ``fn`` really runs."""
         if not isinstance(inner, int) or inner < 1:
             raise UsageError(f"inner must be a positive int, got {inner!r}")
         cuda = self._torch.cuda

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import UsageError, check_choice, check_non_negative
-from .cpu import (
+from .cpu import fill_random
+from .cpu_library import (
     _check_array,
     _check_count,
     _f64p,
@@ -24,7 +25,6 @@ from .cpu import (
     _resolve_threads,
     _Team,
     aligned_empty,
-    fill_random,
 )
 
 SPIN_MODES = ("read", "copy")

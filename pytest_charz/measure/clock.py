@@ -100,3 +100,17 @@ def resolution_ns(reads: int = 200) -> int:
         if smallest == 0 or step < smallest:
             smallest = step
     return max(smallest, 1)
+
+
+def utc_now_iso(timespec: str = "auto") -> str:
+    """The current wall time as an ISO-8601 UTC timestamp (``timespec`` as ``datetime.isoformat``)."""
+    import datetime
+
+    return datetime.datetime.fromtimestamp(wall_time(), datetime.timezone.utc).isoformat(timespec=timespec)
+
+
+def local_stamp() -> str:
+    """The current local wall time as ``YYYYmmdd-HHMMSS``, for file names."""
+    import datetime
+
+    return datetime.datetime.fromtimestamp(wall_time()).strftime("%Y%m%d-%H%M%S")

@@ -214,6 +214,27 @@ class Interval:
         data["flags"] = list(self.flags)
         return data
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Interval":
+        def number(key: str) -> float | None:
+            value = data.get(key)
+            return None if value is None else float(value)
+
+        processes = data.get("device_processes")
+        return cls(
+            duration_s=float(data.get("duration_s") or 0.0),
+            steal_fraction=number("steal_fraction"),
+            busy_fraction=number("busy_fraction"),
+            other_cpu_s_per_s=number("other_cpu_s_per_s"),
+            top_other_processes=tuple(dict(p) for p in data.get("top_other_processes") or ()),
+            load_avg_after=number("load_avg_after"),
+            cpu_freq_change=number("cpu_freq_change"),
+            energy_j=number("energy_j"),
+            throttle_reasons=tuple(str(r) for r in data.get("throttle_reasons") or ()),
+            device_processes=None if processes is None else int(processes),
+            flags=tuple(str(f) for f in data.get("flags") or ()),
+        )
+
 
 def compare(before: Snapshot, after: Snapshot) -> Interval:
     """Figures for the interval between two snapshots, with flags for suspicious conditions."""

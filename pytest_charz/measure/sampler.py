@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 
 from ..devices.base import Device
 from ..errors import UsageError, check_choice, check_positive
+from ..work import Work
 from . import clock, stats
 
 MODES = ("hot", "cold")
@@ -93,7 +94,10 @@ class Measurement:
         return sum(self.discarded.values())
 
     def to_json(self) -> dict[str, Any]:
+        from ..formats import MEASUREMENT
+
         return {
+            **MEASUREMENT.stamp(),
             "samples_s": list(self.samples_s),
             "inner_loops": self.inner_loops,
             "mode": self.mode,
@@ -118,6 +122,9 @@ class Measurement:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Measurement":
+        from ..formats import MEASUREMENT
+
+        data = MEASUREMENT.check_nested(data, "a case's measurement")
         return cls(
             samples_s=tuple(data["samples_s"]),
             inner_loops=int(data["inner_loops"]),
@@ -155,9 +162,17 @@ def _next_check(n: int) -> int:
     return n + max(1, n // 8)
 
 
-def sample(device: Device, fn: Callable[[], Any], settings: SamplerSettings) -> Measurement:
+def sample(device: Device, fn: Callable[[], Any], settings: SamplerSettings,
+           work: Work | None = None) -> Measurement:
     """Measure ``fn`` on ``device`` as ``settings`` say. Never raises for noise: a case that runs
-    out of budget returns its samples with ``stop_reason="time-budget"``."""
+    out of budget returns its samples with ``stop_reason="time-budget"``.
+
+    ``work`` is what one call of ``fn`` does; every batch hands it to the device with ``fn``
+    (``Device.time_batch``), so a simulated device can time work it does not execute. None is
+    an empty Work.
+    """
+    if work is None:
+        work = Work()
     start_ns = clock.now_ns()
     budget_ns = settings.max_time_s * 1e9
     resolution_s = device.timer_resolution_s()
@@ -171,7 +186,7 @@ def sample(device: Device, fn: Callable[[], Any], settings: SamplerSettings) -> 
     while True:
         if settings.mode == "cold":
             device.flush_caches()
-        device.time_batch(fn, 1)
+        device.time_batch(fn, 1, work)
         warmup_calls += 1
         if elapsed_ns() >= settings.warmup_s * 1e9 or elapsed_ns() >= budget_ns / 4:
             break
@@ -181,7 +196,7 @@ def sample(device: Device, fn: Callable[[], Any], settings: SamplerSettings) -> 
     target_batch_s = max(settings.min_batch_s, 200 * resolution_s)
     if settings.mode == "hot":
         while inner < 1 << 30:
-            batch_s = device.time_batch(fn, inner)
+            batch_s = device.time_batch(fn, inner, work)
             if batch_s >= target_batch_s or elapsed_ns() >= budget_ns / 2:
                 break
             grow = 2.0 if batch_s <= 0 else min(10.0, max(1.5, 1.2 * target_batch_s / batch_s))
@@ -199,7 +214,7 @@ def sample(device: Device, fn: Callable[[], Any], settings: SamplerSettings) -> 
     while True:
         if settings.mode == "cold":
             device.flush_caches()
-        batch_s = device.time_batch(fn, inner)
+        batch_s = device.time_batch(fn, inner, work)
         reason = device.check_sample()
         if reason is not None:
             discarded[reason] = discarded.get(reason, 0) + 1

@@ -1,19 +1,23 @@
-"""Performance models: ``predict(work, ceilings) -> Prediction``, data in and data out."""
+"""Performance models: ``predict(work, ceilings) -> Prediction``, data in and data out.
+
+Models know nothing of run files, profiles on disk, calibration or reports: the prediction
+façade with profiles and calibrations is :mod:`pytest_charz.prediction`, calibration and
+validation are :mod:`pytest_charz.calibration`.
+"""
 from __future__ import annotations
 
-from .api import MODELS, ceilings_for, get_model, predict
 from .base import Model, Prediction, regime_of
-from .calibrate import Calibration, EfficiencyTable, GemmParams, conformal_interval, fit_efficiency
 from .ceilings import Ceilings
 from .comm import AlphaBeta, collective_time_s
 from .composite import Composite
-from .gemm import Gemm, gemm_tiling
+from .gemm import Gemm, GemmParams, gemm_tiling
 from .launch import Launch
-from .roofline import HierarchicalRoofline, Roofline, roofline_floor_s
+from .registry import DEFAULT_MODEL, MODELS, get_model, register_model
+from .roofline import HierarchicalRoofline, Roofline, roofline_floor_or_zero_s, roofline_floor_s
 
 __all__ = [
-    "MODELS", "AlphaBeta", "Calibration", "Ceilings", "Composite", "EfficiencyTable", "Gemm",
-    "GemmParams", "HierarchicalRoofline", "Launch", "Model", "Prediction", "Roofline",
-    "ceilings_for", "collective_time_s", "conformal_interval", "fit_efficiency", "gemm_tiling",
-    "get_model", "predict", "regime_of", "roofline_floor_s",
+    "DEFAULT_MODEL", "MODELS", "AlphaBeta", "Ceilings", "Composite", "Gemm", "GemmParams",
+    "HierarchicalRoofline", "Launch", "Model", "Prediction", "Roofline", "collective_time_s",
+    "gemm_tiling", "get_model", "regime_of", "register_model", "roofline_floor_or_zero_s",
+    "roofline_floor_s",
 ]

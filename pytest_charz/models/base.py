@@ -15,12 +15,12 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, runtime_checkable
 
 from ..errors import FormatError, UsageError
+from ..formats import PREDICTION
 
 if TYPE_CHECKING:
     from ..work import Work
     from .ceilings import Ceilings
 
-PREDICTION_VERSION = 1
 REGIMES = ("compute", "memory", "latency", "launch", "transfer")
 _REGIME_OF_KIND = {
     "compute": "compute",
@@ -92,7 +92,7 @@ class Prediction:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "version": PREDICTION_VERSION,
+            **PREDICTION.stamp(),
             "model": self.model,
             "time_s": _finite_or_none(self.time_s),
             "interval_s": [_finite_or_none(v) for v in self.interval_s],
@@ -105,8 +105,7 @@ class Prediction:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Prediction":
-        if data.get("version") != PREDICTION_VERSION:
-            raise FormatError(f"Prediction JSON version {data.get('version')!r} is not {PREDICTION_VERSION}")
+        data = PREDICTION.check_nested(data, "a case's prediction")
         try:
             low, high = data["interval_s"]
             prediction = cls(

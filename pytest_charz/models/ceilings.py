@@ -8,7 +8,7 @@ either; a figure nobody knows stays ``None`` and a model that needs it says so
 
 Capability profile contract (version 1), the mapping :meth:`Ceilings.from_profile` reads::
 
-    {"version": 1,
+    {"kind": "charz-profile", "version": 1,     # formats.PROFILE; kind may be left out by hand
      "target": {"id": "h100-sxm", "kind": "gpu", "compute_units": 132},   # all optional
      "ceilings": [
         {"name": "flops:bf16",        "value": 7.1e14, "unit": "FLOP/s", "source": "..."},
@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import FormatError, UsageError
+from ..formats import PROFILE
+from ..targets.links import link_ceilings
 from ..targets.spec import Figure
 from ..work import DTYPES, MEMORY_LEVELS, TRANSFER_KINDS
 
@@ -46,7 +48,6 @@ if TYPE_CHECKING:
     from ..targets.spec import TargetSpec
 
 CEILINGS_VERSION = 1
-PROFILE_VERSION = 1
 
 # Ops that run on matrix units (tensor cores, MXUs, AMX): they may reach ``peak_flops``; other ops
 # are held to ``vector_peak_flops`` where the target has one. An op left unnamed gets the higher
@@ -150,11 +151,9 @@ class Ceilings:
     def from_spec(cls, spec: "TargetSpec") -> "Ceilings":
         """Datasheet ceilings of ``spec``.
 
-        Derived figures, each saying so in its source: ``d2d`` (and ``host`` on a CPU) copy rate is
-        half the DRAM bandwidth, since every copied byte is read once and written once; ``peer``
-        bandwidth is one peer link's per-direction bandwidth times the link count (a transfer to
-        one peer spreads over all links, as through an NVSwitch). The spec has no launch overhead
-        figure: it is a measured ceiling and comes from a profile.
+        Link figures are :func:`~pytest_charz.targets.links.link_ceilings` (derived ones, such as
+        ``d2d`` at half the DRAM bandwidth, say so in their source). The spec has no launch
+        overhead figure: it is a measured ceiling and comes from a profile.
         """
         memory = {level.name: level for level in spec.memory}
         bandwidth = {n: lv.bandwidth_bytes_per_s for n, lv in memory.items() if lv.bandwidth_bytes_per_s}
@@ -163,27 +162,9 @@ class Ceilings:
             n: Figure(lv.latency_ns.value * 1e-9, lv.latency_ns.source)
             for n, lv in memory.items() if lv.latency_ns is not None
         }
-        links: dict[str, Figure] = {}
-        link_latency: dict[str, Figure] = {}
-        if spec.host_link is not None:
-            for kind in ("h2d", "d2h"):
-                links[kind] = spec.host_link.bandwidth_bytes_per_s
-                if spec.host_link.latency_us is not None:
-                    link_latency[kind] = _us_to_s(spec.host_link.latency_us)
-        if "dram" in bandwidth:
-            dram = bandwidth["dram"]
-            halved = Figure(dram.value / 2, f"half of DRAM bandwidth (read + write): {dram.source}")
-            links["d2d"] = halved
-            if spec.identity.kind == "cpu":
-                links["host"] = halved
-        if spec.peer_links:
-            peer = spec.peer_links[0]
-            links["peer"] = Figure(
-                peer.bandwidth_bytes_per_s.value * peer.count,
-                f"{peer.count} x {peer.name} per direction: {peer.bandwidth_bytes_per_s.source}",
-            )
-            if peer.latency_us is not None:
-                link_latency["peer"] = _us_to_s(peer.latency_us)
+        derived = link_ceilings(spec)
+        links = {kind: link.bandwidth_bytes_per_s for kind, link in derived.items()}
+        link_latency = {kind: link.latency_s for kind, link in derived.items() if link.latency_s is not None}
         return cls(
             target_id=spec.id,
             kind=spec.identity.kind,
@@ -275,10 +256,6 @@ def _value(figure: Figure | None) -> float | None:
     return figure.value if figure is not None else None
 
 
-def _us_to_s(figure: Figure) -> Figure:
-    return Figure(figure.value * 1e-6, figure.source)
-
-
 def _as_figure(value: Any) -> Figure:
     if isinstance(value, Figure):
         return value
@@ -328,10 +305,22 @@ def _scaled(entry: Mapping[str, Any], key: str, quantity: str, unit: str | None)
     return float(raw) * scales[unit]
 
 
+def _checked_profile(profile: Any) -> Mapping[str, Any]:
+    """``profile`` checked as a ``formats.PROFILE`` document (kind, version, migrations).
+
+    A mapping without ``kind`` is the minimal contract of the module docstring (hand-written
+    what-if ceilings): only its version is checked, against the same format's version.
+    """
+    if isinstance(profile, Mapping) and "kind" not in profile:
+        if profile.get("version") != PROFILE.version:
+            raise FormatError(f"capability profile version {profile.get('version')!r} is not supported "
+                              f"(this pytest-charz reads version {PROFILE.version})")
+        return profile
+    return PROFILE.check(profile, "capability profile")
+
+
 def _read_profile(profile: Mapping[str, Any]) -> dict[str, Any]:
-    if not isinstance(profile, Mapping) or profile.get("version") != PROFILE_VERSION:
-        version = profile.get("version") if isinstance(profile, Mapping) else profile
-        raise FormatError(f"capability profile version {version!r} is not {PROFILE_VERSION}")
+    profile = _checked_profile(profile)
     target = profile.get("target") or {}
     target_id = str(target.get("id", ""))
     default_source = f"measured: capability profile of {target_id or 'an unnamed target'}"

@@ -22,10 +22,9 @@ from dataclasses import dataclass, field
 
 from ..work import Work
 from .base import Prediction, Uncovered, guarded, overlapped
-from .calibrate import GemmParams
 from .ceilings import Ceilings
 from .comm import collective_terms, transfer_terms
-from .gemm import gemm_compute_terms
+from .gemm import GemmParams, gemm_compute_terms
 from .launch import launch_terms
 from .roofline import compute_terms, latency_terms, memory_terms
 

@@ -14,14 +14,71 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any, Mapping
 
+from ..errors import FormatError, UsageError, check_non_negative, check_positive
 from ..work import Work
 from .base import Prediction, Uncovered, guarded
-from .calibrate import GemmParams
 from .ceilings import Ceilings
 from .roofline import memory_terms, predict_overlapped, target_label
 
-__all__ = ["Gemm", "GemmParams", "gemm_compute_terms", "gemm_tiling"]
+__all__ = ["DEFAULT_GEMM_TILES", "Gemm", "GemmParams", "gemm_compute_terms", "gemm_tiling"]
+
+GEMM_PARAMS_VERSION = 1
+
+# GEMM tiles (rows x columns of C per tile) a library may pick, per target kind.
+# GPU: CUTLASS/cuBLAS threadblock tiles on Ampere/Hopper/CDNA are typically 128x128, 128x256 and
+# 256x128. ASIC: 128x128, the systolic array of a TPU v4/v5 MXU. CPU: 32x32, a choice of the order
+# of the register/L1 blocking of AVX2/AVX-512 BLAS micro-kernels (BLIS uses 6x16 to 32x12), so that
+# quantization matters on CPUs only for small matrices; calibration may replace any table.
+DEFAULT_GEMM_TILES: Mapping[str, tuple[tuple[int, int], ...]] = {
+    "gpu": ((128, 128), (128, 256), (256, 128)),
+    "asic": ((128, 128),),
+    "cpu": ((32, 32),),
+}
+
+
+@dataclass(frozen=True)
+class GemmParams:
+    """Parameters of the ``gemm`` model.
+
+    Efficiency at ``flops`` executed (tile-padded) FLOPs: ``eff_max * flops / (flops + half_flops)``,
+    so time = ``(flops + half_flops) / (peak * eff_max)``: a fixed cost ``half_flops`` worth of
+    work plus a sustained fraction ``eff_max`` of peak. The defaults are uncalibrated: no derating
+    (``eff_max=1``, ``half_flops=0``), which leaves tile and wave quantization alone.
+    """
+
+    eff_max: float = 1.0
+    half_flops: float = 0.0
+    tiles: Mapping[str, tuple[tuple[int, int], ...]] = field(default_factory=lambda: dict(DEFAULT_GEMM_TILES))
+
+    def __post_init__(self) -> None:
+        check_positive("GemmParams.eff_max", self.eff_max)
+        check_non_negative("GemmParams.half_flops", self.half_flops)
+        tiles = {str(kind): tuple((int(tm), int(tn)) for tm, tn in table) for kind, table in self.tiles.items()}
+        for kind, table in tiles.items():
+            if not table or any(tm < 1 or tn < 1 for tm, tn in table):
+                raise UsageError(f"GemmParams.tiles[{kind!r}] must list positive (rows, cols) tiles, got {table!r}")
+        object.__setattr__(self, "tiles", tiles)
+
+    def efficiency(self, flops: float) -> float:
+        """Fraction of peak sustained on ``flops`` executed FLOPs (0 < eff <= eff_max)."""
+        return self.eff_max * flops / (flops + self.half_flops) if flops > 0 else self.eff_max
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": GEMM_PARAMS_VERSION, "eff_max": self.eff_max, "half_flops": self.half_flops,
+                "tiles": {kind: [list(t) for t in table] for kind, table in self.tiles.items()}}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "GemmParams":
+        if data.get("version") != GEMM_PARAMS_VERSION:
+            raise FormatError(f"GemmParams JSON version {data.get('version')!r} is not {GEMM_PARAMS_VERSION}")
+        try:
+            return cls(float(data["eff_max"]), float(data["half_flops"]),
+                       {k: tuple(tuple(t) for t in v) for k, v in data["tiles"].items()})
+        except (KeyError, TypeError, ValueError, UsageError) as exc:
+            raise FormatError(f"GemmParams JSON is malformed: {exc}") from exc
+
 
 
 def _shape_dim(work: Work, name: str, default: float | None = None) -> int:

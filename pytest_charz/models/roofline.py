@@ -96,6 +96,19 @@ def roofline_floor_s(work: Work, ceilings: Ceilings) -> float:
     return overlapped(roofline_terms(work, ceilings))[0]
 
 
+def roofline_floor_or_zero_s(work: Work, ceilings: Ceilings) -> float:
+    """The roofline bound in seconds, 0 when the ceilings lack a figure the work needs.
+
+    The floor a calibrated prediction may not go below: a work the roofline cannot bound (a
+    missing peak or bandwidth) is left unbounded rather than uncovered, since the model that
+    predicted it may use other figures.
+    """
+    try:
+        return roofline_floor_s(work, ceilings)
+    except Uncovered:
+        return 0.0
+
+
 def predict_overlapped(model: str, terms: dict[str, float], what: str) -> Prediction:
     """A prediction whose terms all overlap (compute dtypes and transfers summed in their groups)."""
     if not terms:

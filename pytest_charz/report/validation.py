@@ -1,6 +1,6 @@
 """The validation report (Markdown and one self-contained HTML file) from a validation JSON.
 
-Everything shown is read from the JSON that :mod:`pytest_charz.models.validate` writes; plots are
+Everything shown is read from the JSON that :mod:`pytest_charz.calibration.validate` writes; plots are
 inline SVG drawn with matplotlib's Agg canvas (imported only when plots are drawn).
 """
 from __future__ import annotations

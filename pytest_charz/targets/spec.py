@@ -106,4 +106,53 @@ class TargetSpec:
     def to_json(self) -> dict[str, Any]:
         from dataclasses import asdict
 
-        return asdict(self)
+        from ..formats import TARGET_SPEC
+
+        return {**TARGET_SPEC.stamp(), **asdict(self)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], source: str = "a target spec") -> "TargetSpec":
+        """The TargetSpec that :meth:`to_json` wrote (as a run file records it), rebuilt;
+        FormatError naming ``source`` when it is malformed."""
+        from ..errors import FormatError
+        from ..formats import TARGET_SPEC
+
+        data = TARGET_SPEC.check_nested(data, source)
+        try:
+            identity = {**data["identity"]}
+            for key in ("aliases", "match_name", "pci_device_ids"):
+                identity[key] = tuple(identity.get(key) or ())
+            compute = data["compute"]
+            power = data.get("power")
+            return cls(
+                identity=Identity(**identity),
+                compute=Compute(_required(compute["units"]), compute["unit_name"],
+                                _figure(compute.get("clock_base_mhz")), _figure(compute.get("clock_boost_mhz")),
+                                {k: _required(v) for k, v in compute["peak_flops"].items()},
+                                {k: _required(v) for k, v in (compute.get("vector_peak_flops") or {}).items()}),
+                memory=tuple(MemoryLevel(m["name"], m["label"], m["scope"], _figure(m.get("capacity_bytes")),
+                                         _figure(m.get("bandwidth_bytes_per_s")), _figure(m.get("latency_ns")))
+                             for m in data["memory"]),
+                host_link=_link(data["host_link"]) if data.get("host_link") else None,
+                peer_links=tuple(_link(raw) for raw in data.get("peer_links") or ()),
+                power=Power(_figure(power.get("tdp_w")), _figure(power.get("idle_w"))) if power else None,
+                sources=dict(data.get("sources") or {}), origin=str(data.get("origin", "")),
+                notes=tuple(data.get("notes") or ()),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise FormatError(f"{source} is malformed: {exc!r}") from exc
+
+
+def _figure(raw: Any) -> Figure | None:
+    return _required(raw) if raw else None
+
+
+def _required(raw: Any) -> Figure:
+    if not raw:
+        raise ValueError(f"a required figure is missing ({raw!r})")
+    return Figure(float(raw["value"]), str(raw["source"]))
+
+
+def _link(raw: Mapping[str, Any]) -> Link:
+    return Link(raw["name"], _required(raw["bandwidth_bytes_per_s"]), _figure(raw.get("latency_us")),
+                int(raw.get("count", 1)))

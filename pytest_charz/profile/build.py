@@ -1,9 +1,10 @@
-"""Capability profile: the measured ceilings of a target, from one or more run files.
+"""Building the capability profile: the measured ceilings of a target, from one or more runs.
 
 The profile reads the case conventions of ``docs/run-format.md`` (``work.op`` and ``work.shape``)
 and turns cases into ceilings, each with its evidence (cases, samples, conditions) and caveats.
 With several runs of one target, a ceiling's value is the median over runs of each run's figure.
-Nothing here measures, prints or plots except :func:`profile_command`.
+Nothing here measures, prints or plots: ``charz profile`` (:mod:`pytest_charz.report.profile_command`)
+writes and prints what :func:`build_profile` returns.
 
 Profile JSON (version 1)::
 
@@ -22,35 +23,36 @@ Profile JSON (version 1)::
 """
 from __future__ import annotations
 
-import datetime
 import os
 import statistics
-import sys
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
-from .errors import CharzError, FormatError
-from .profile_cases import CaseFigures, evidence_of, find_ceilings
+from ..errors import CharzError
+from ..formats import PROFILE
+from ..measure.clock import utc_now_iso
+from ..records import Run
+from .cases import evidence_of, find_ceilings
+from .figures import CaseFigures
 
-PROFILE_VERSION = 1
-PROFILE_KIND = "charz-profile"
 _TRANSFER_MEDIAN_KEYS = ("bandwidth", "latency_s")
 
 
-def check_same_target(runs: Sequence[Mapping[str, Any]], paths: Sequence[str]) -> None:
+def check_same_target(runs: Sequence[Run], paths: Sequence[str]) -> None:
     """Raise CharzError when the runs are not all of one target (naming both)."""
-    first = (runs[0].get("target") or {}).get("id")
+    first = runs[0].target.id
     for run, path in zip(runs[1:], paths[1:]):
-        other = (run.get("target") or {}).get("id")
+        other = run.target.id
         if other != first:
             raise CharzError(
                 f"runs of different targets cannot make one profile: {paths[0]} is of target {first!r} "
                 f"but {path} is of target {other!r}")
 
 
-def _provenance(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    def pick(run: Mapping[str, Any]) -> dict[str, Any]:
-        prov = run.get("provenance") or {}
-        device = run.get("device") or {}
+def _provenance(runs: Sequence[Run]) -> dict[str, Any]:
+    """What the runs were measured on, and which of those fields differ between them."""
+    def pick(run: Run) -> dict[str, Any]:
+        prov = run.provenance
+        device = run.device
         return {
             "os": (prov.get("os") or {}).get("platform"),
             "cpu": (prov.get("cpu") or {}).get("model"),
@@ -63,12 +65,13 @@ def _provenance(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
     picked = [pick(run) for run in runs]
     summary = dict(picked[0])
-    summary["hosts"] = sorted({str((run.get("provenance") or {}).get("host")) for run in runs})
+    summary["hosts"] = sorted({str(run.provenance.get("host")) for run in runs})
     summary["differs"] = [key for key in picked[0] if any(p[key] != picked[0][key] for p in picked[1:])]
     return summary
 
 
 def _spread_caveat(values: list[float], unit: str) -> str | None:
+    """The run-to-run spread of a ceiling's values (relative to their median), None for one run."""
     if len(values) < 2:
         return None
     middle = statistics.median(values)
@@ -142,8 +145,8 @@ def _merge_curves(per_run: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-def build_profile(runs: Sequence[Mapping[str, Any]], paths: Sequence[str] | None = None) -> dict[str, Any]:
-    """The capability profile (version 1 JSON mapping) of one target from its run mappings.
+def build_profile(runs: Sequence[Run], paths: Sequence[str] | None = None) -> dict[str, Any]:
+    """The capability profile (a ``formats.PROFILE`` JSON mapping) of one target from its runs.
 
     ``paths`` name the runs in the profile (defaults to ``run-<i>``). Raises CharzError when the
     runs are of different targets.
@@ -152,9 +155,9 @@ def build_profile(runs: Sequence[Mapping[str, Any]], paths: Sequence[str] | None
         raise CharzError("a profile needs at least one run")
     paths = list(paths) if paths is not None else [f"run-{i}" for i in range(len(runs))]
     check_same_target(runs, paths)
-    target = dict(runs[0].get("target") or {})
-    spec = target.get("spec") or {}
-    kind = str(target.get("kind") or (spec.get("identity") or {}).get("kind") or "")
+    target = runs[0].target
+    spec = target.spec
+    kind = target.kind or (spec.identity.kind if spec is not None else "")
     by_name: dict[str, list[tuple[int, CaseFigures]]] = {}
     curves_per_run: list[dict[str, Any]] = []
     profile_caveats: list[str] = []
@@ -164,19 +167,19 @@ def build_profile(runs: Sequence[Mapping[str, Any]], paths: Sequence[str] | None
             by_name.setdefault(figure.name, []).append((index, figure))
         curves_per_run.append(curves)
         profile_caveats.extend(f"{paths[index]}: {note}" for note in notes)
-        if run.get("status") != "complete":
-            profile_caveats.append(f"{paths[index]}: run status is {run.get('status')!r}; it may lack cases")
+        if run.status != "complete":
+            profile_caveats.append(f"{paths[index]}: run status is {run.status!r}; it may lack cases")
     if len(runs) == 1:
         profile_caveats.insert(0, "single run: no run-to-run spread is known")
-    units = (spec.get("compute") or {}).get("units") or {}
+    # "version" before "kind": the order profile files have always had (and the golden files hold).
     return {
-        "version": PROFILE_VERSION,
-        "kind": PROFILE_KIND,
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-        "target": {"id": target.get("id"), "name": target.get("name"), "kind": kind,
-                   "origin": target.get("origin"), "compute_units": units.get("value")},
-        "runs": [{"path": path, "created": run.get("created"), "status": run.get("status"),
-                  "cases": len(run.get("cases") or [])} for path, run in zip(paths, runs)],
+        "version": PROFILE.version,
+        "kind": PROFILE.kind,
+        "created": utc_now_iso(),
+        "target": {"id": target.id, "name": target.name, "kind": kind, "origin": target.origin,
+                   "compute_units": spec.compute.units.value if spec is not None else None},
+        "runs": [{"path": path, "created": run.created, "status": run.status, "cases": len(run.cases)}
+                 for path, run in zip(paths, runs)],
         "provenance": _provenance(runs),
         "ceilings": [_combine(name, found, len(runs), kind) for name, found in by_name.items()],
         "curves": _merge_curves(curves_per_run),
@@ -184,80 +187,7 @@ def build_profile(runs: Sequence[Mapping[str, Any]], paths: Sequence[str] | None
     }
 
 
-def load_profile(path: str) -> dict[str, Any]:
-    """Read a profile JSON file written by :func:`profile_command`, checking kind and version."""
-    import json
-
-    try:
-        with open(path) as handle:
-            data = json.load(handle)
-    except FileNotFoundError:
-        raise FormatError(f"{path}: no such profile file") from None
-    except json.JSONDecodeError as exc:
-        raise FormatError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(data, Mapping) or data.get("kind") != PROFILE_KIND:
-        raise FormatError(f"{path}: not a charz profile")
-    if data.get("version") != PROFILE_VERSION:
-        raise FormatError(f"{path}: profile version {data.get('version')!r} is not supported "
-                          f"(this pytest-charz reads version {PROFILE_VERSION})")
-    return dict(data)
-
-
-def profile_paths(run_paths: Sequence[str], out_dir: str | None, name: str | None) -> dict[str, str]:
-    """Where ``charz profile`` writes: ``<out_dir>/<name>.{json,md,html}``.
-
-    Defaults: the first run's directory, and the first run's file stem plus ``.profile``.
-    """
-    first = run_paths[0]
-    directory = out_dir or os.path.dirname(os.path.abspath(first))
-    if name is None:
-        stem = os.path.basename(first)
-        for suffix in (".partial.jsonl", ".json"):
-            if stem.endswith(suffix):
-                stem = stem[: -len(suffix)]
-                break
-        name = stem + ".profile"
-    base = os.path.join(directory, name)
-    return {"json": base + ".json", "md": base + ".md", "html": base + ".html"}
-
-
-def profile_command(args: Any) -> int:
-    """``charz profile RUN.json...``: write the profile as JSON, Markdown and HTML; print a summary.
-
-    ``args`` has ``runs`` (paths), ``out_dir`` and ``name`` (either may be None). The HTML needs
-    matplotlib (extra ``report``); without it JSON and Markdown are still written and the
-    command says why the HTML is missing.
-    """
-    from .errors import MissingExtraError
-    from .report.markdown import ceiling_rows, render_markdown, render_table
-    from .run import atomic_write_json, load_run
-
-    runs = [load_run(path) for path in args.runs]
-    profile = build_profile(runs, list(args.runs))
-    paths = profile_paths(list(args.runs), getattr(args, "out_dir", None), getattr(args, "name", None))
-    atomic_write_json(paths["json"], profile)
-    _write_text(paths["md"], render_markdown(profile))
-    written = [paths["json"], paths["md"]]
-    try:
-        from .report.html import render_html
-
-        _write_text(paths["html"], render_html(profile))
-        written.append(paths["html"])
-    except MissingExtraError as exc:
-        print(f"charz: HTML profile not written: {exc}", file=sys.stderr)
-    target = profile["target"]
-    print(f"profile of {target.get('id')} ({target.get('name')}) from {len(runs)} run(s)")
-    headers, rows = ceiling_rows(profile, with_evidence=False)
-    print(render_table(headers, rows, markdown=False))
-    for path in written:
-        print(f"wrote {path}")
-    return 0
-
-
-def _write_text(path: str, text: str) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
+def load_profile(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The profile document at ``path`` (as ``charz profile`` wrote it), its kind and version
+    checked by ``formats.PROFILE``; FormatError naming the file otherwise."""
+    return PROFILE.load(path)

@@ -3,8 +3,8 @@ read or copy cases, latency of the chase cases) to the figure of each memory lev
 capacity of each cache level, the levels named after the run's spec (``l1``, ``l2``, ... and
 ``dram`` where the spec has no cache capacities).
 
-:mod:`.profile_cases` calls these for the ``read``, ``copy`` and ``chase`` cases; the plateaus and
-boundaries themselves come from :func:`.profile_fit.detect_levels`.
+:mod:`.cases` calls these for the ``read``, ``copy`` and ``chase`` cases; the plateaus and
+boundaries themselves come from :func:`pytest_charz.curves.plateaus.detect_levels`.
 """
 from __future__ import annotations
 
@@ -12,18 +12,10 @@ import math
 import statistics
 from typing import Any, Callable
 
-from .profile_figures import (
-    Case,
-    CaseFigures,
-    SpecView,
-    shape,
-    time_s,
-    work,
-    working_set,
-)
-from .profile_fit import detect_levels
-from .report.units import format_bytes
-from .work import MEMORY_LEVELS
+from ..curves.plateaus import LevelFit, detect_levels
+from ..report.units import format_bytes
+from ..work import MEMORY_LEVELS
+from .figures import Case, CaseFigures, SpecView, shape, time_s, working_set
 
 
 def _capacity(boundary_bytes: float, level: str, spec: SpecView, threads: int) -> float:
@@ -32,7 +24,7 @@ def _capacity(boundary_bytes: float, level: str, spec: SpecView, threads: int) -
     return boundary_bytes / threads if spec.per_unit(level) else boundary_bytes
 
 
-def _level_names(fit: Any, spec: SpecView, threads: int = 1) -> list[str | None]:
+def _level_names(fit: LevelFit, spec: SpecView, threads: int = 1) -> list[str | None]:
     """Memory level of each plateau, in order of size.
 
     With the spec's cache capacities, the plateau before each boundary takes the cache level
@@ -78,10 +70,10 @@ def levels(cases: list[Case], value_of: Callable[[Case], float], quantity: str, 
     cases = sorted(cases, key=lambda c: working_set(c) or 0.0)
     # Points that missed their noise target stay on the curve but do not shape the levels, as
     # long as two thirds of the curve is left: a disturbance during one case is not a level.
-    steady = [c for c in cases if "noisy" not in (c.get("flags") or ())]
+    steady = [c for c in cases if "noisy" not in c.flags]
     fitted = steady if len(steady) >= max(2.0, 2 * len(cases) / 3) else cases
     used = {id(c) for c in fitted}
-    points = [{"case": c.get("id"), "working_set_bytes": working_set(c) or 0.0, "value": value_of(c),
+    points = [{"case": c.id, "working_set_bytes": working_set(c) or 0.0, "value": value_of(c),
                "used": id(c) in used} for c in cases]
     curve: dict[str, Any] = {"unit": unit, "points": points, "plateaus": [], "boundaries": []}
     cases = fitted
@@ -89,7 +81,7 @@ def levels(cases: list[Case], value_of: Callable[[Case], float], quantity: str, 
     values = [value_of(c) for c in cases]
     if len({s for s in sizes}) < 2 or not all(s > 0 for s in sizes):
         return [], [], curve
-    noises = [(c.get("measurement") or {}).get("rel_ci_halfwidth") for c in cases]
+    noises = [c.measurement.rel_ci_halfwidth for c in cases]
     known = [float(n) for n in noises if isinstance(n, (int, float))]
     fit = detect_levels(sizes, values, noise=statistics.median(known) if known else None)
     names = _level_names(fit, spec, threads)
@@ -142,7 +134,7 @@ def latency_levels(cases: list[Case], spec: SpecView) -> tuple[list[CaseFigures]
     if not walk:
         return found, caps, curve, None
     walk.sort(key=lambda c: working_set(c) or 0.0)
-    points = [{"case": c.get("id"), "working_set_bytes": working_set(c), "value": _latency_s(c),
+    points = [{"case": c.id, "working_set_bytes": working_set(c), "value": _latency_s(c),
                "hugepages": shape(c).get("hugepages")} for c in walk]
     if found:
         found[-1].notes.append(
@@ -161,5 +153,6 @@ def bandwidth_group(cases: list[Case]) -> tuple[list[Case], int]:
 
 
 def _latency_s(case: Case) -> float:
-    accesses = int(work(case).get("accesses") or 0)
+    """Seconds per dependent load of a chase case (its whole time when it counts no loads)."""
+    accesses = case.work.accesses
     return time_s(case) / accesses if accesses else time_s(case)

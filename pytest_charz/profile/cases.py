@@ -3,30 +3,22 @@
 Each op of the case conventions (``docs/run-format.md``) has a reader here: the best FMA and
 GEMM rates per dtype, STREAM bandwidth beyond the last-level cache, alpha-beta fits of transfers,
 per-op overheads and contention slowdowns. The levels of the bandwidth-vs-working-set and latency
-curves are read in :mod:`.profile_levels`; cases, :class:`CaseFigures` and :class:`SpecView` live in
-:mod:`.profile_figures`. Spec figures come from the run's ``target.spec`` (TargetSpec as JSON).
+curves are read in :mod:`.levels`; case accessors, :class:`CaseFigures` and :class:`SpecView` live
+in :mod:`.figures`. Cases are :class:`~pytest_charz.records.CaseRecord`; spec figures come from the
+run's ``target.spec`` (a :class:`~pytest_charz.targets.spec.TargetSpec`).
 """
 from __future__ import annotations
 
 import math
 import statistics
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
-from .measure.conditions import OTHER_LOAD_SUSPICIOUS_CPUS, STEAL_FRACTION_SUSPICIOUS
-from .profile_figures import (
-    Case,
-    CaseFigures,
-    SpecView,
-    bytes_per_s,
-    shape,
-    time_s,
-    usable,
-    work,
-    working_set,
-)
-from .profile_fit import link_figures
-from .profile_levels import bandwidth_group, latency_levels, levels
-from .report.units import format_bytes
+from ..curves.links import link_figures
+from ..measure.conditions import OTHER_LOAD_SUSPICIOUS_CPUS, STEAL_FRACTION_SUSPICIOUS
+from ..records import Run
+from ..report.units import format_bytes
+from .figures import Case, CaseFigures, SpecView, bytes_per_s, shape, time_s, usable, working_set
+from .levels import bandwidth_group, latency_levels, levels
 
 # STREAM cases count for main-memory bandwidth when their working set exceeds this many LLCs.
 LLC_MULTIPLE = 4
@@ -49,21 +41,25 @@ def evidence_of(cases: Sequence[Case], kind: str) -> tuple[dict[str, Any], list[
     reasons: set[str] = set()
     clocks_read = noise_missed = other_flagged = shared = 0
     for case in cases:
-        interval = (case.get("conditions") or {}).get("interval") or {}
-        flags = set(case.get("flags") or ())
-        if interval.get("steal_fraction") is not None:
-            steal.append(float(interval["steal_fraction"]))
-        if interval.get("other_cpu_s_per_s") is not None:
-            other.append(float(interval["other_cpu_s_per_s"]))
-        if interval.get("cpu_freq_change") is not None:
-            freq_change.append(abs(float(interval["cpu_freq_change"])))
-        reasons.update(r for r in interval.get("throttle_reasons") or () if r not in _IDLE_REASONS)
-        device = ((case.get("conditions") or {}).get("after") or {}).get("device") or {}
-        clocks_read += bool(device.get("sm_clock_mhz") is not None if kind != "cpu" else interval.get("cpu_freq_change") is not None)
-        noise_missed += "noisy" in flags or (case.get("measurement") or {}).get("noise_met") is False
+        interval = case.conditions.interval
+        flags = set(case.flags)
+        if interval.steal_fraction is not None:
+            steal.append(interval.steal_fraction)
+        if interval.other_cpu_s_per_s is not None:
+            other.append(interval.other_cpu_s_per_s)
+        if interval.cpu_freq_change is not None:
+            freq_change.append(abs(interval.cpu_freq_change))
+        reasons.update(r for r in interval.throttle_reasons if r not in _IDLE_REASONS)
+        device = case.conditions.after.device
+        # On a CPU the clock is the host's (its change over the case); elsewhere the device's.
+        if kind != "cpu":
+            clocks_read += device is not None and device.sm_clock_mhz is not None
+        else:
+            clocks_read += interval.cpu_freq_change is not None
+        noise_missed += "noisy" in flags or not case.measurement.noise_met
         other_flagged += "other-load" in flags
         shared += "device-shared" in flags
-    measurements = [case.get("measurement") or {} for case in cases]
+    measurements = [case.measurement for case in cases]
     conditions: dict[str, Any] = {
         "max_steal_fraction": max(steal) if steal else None,
         "other_load_seen": other_flagged > 0 or any(v > OTHER_LOAD_SUSPICIOUS_CPUS for v in other),
@@ -74,9 +70,9 @@ def evidence_of(cases: Sequence[Case], kind: str) -> tuple[dict[str, Any], list[
         "device_shared_cases": shared,
     }
     evidence = {
-        "cases": list(dict.fromkeys(str(case.get("id")) for case in cases)),
-        "samples": sum(int(m.get("kept") or 0) for m in measurements),
-        "discarded": sum(sum((m.get("discarded") or {}).values()) for m in measurements),
+        "cases": list(dict.fromkeys(case.id for case in cases)),
+        "samples": sum(len(m.samples_s) for m in measurements),
+        "discarded": sum(m.discarded_total for m in measurements),
         "conditions": conditions,
     }
     caveats: list[str] = []
@@ -101,13 +97,13 @@ def evidence_of(cases: Sequence[Case], kind: str) -> tuple[dict[str, Any], list[
 def _best_rates(cases: list[Case], op: str, quantity: str, spec: SpecView) -> list[CaseFigures]:
     by_dtype: dict[str, list[tuple[float, Case]]] = {}
     for case in cases:
-        for dtype, flops in (work(case).get("flops") or {}).items():
+        for dtype, flops in case.work.flops.items():
             by_dtype.setdefault(dtype, []).append((flops / time_s(case), case))
     out = []
     for dtype, rated in by_dtype.items():
         rate, best = max(rated, key=lambda item: item[0])
         peak, source = spec.flops(dtype, vector=op == "fma")
-        out.append(CaseFigures(f"{quantity}:{dtype}", rate, "FLOP/s", [c for _, c in rated], str(best.get("id")),
+        out.append(CaseFigures(f"{quantity}:{dtype}", rate, "FLOP/s", [c for _, c in rated], best.id,
                                peak, source))
     return out
 
@@ -115,9 +111,9 @@ def _best_rates(cases: list[Case], op: str, quantity: str, spec: SpecView) -> li
 def _flops_curve(cases: list[Case]) -> dict[str, Any]:
     points = []
     for case in cases:
-        moved = (work(case).get("bytes") or {}).get("dram")
-        for dtype, flops in (work(case).get("flops") or {}).items():
-            points.append({"case": case.get("id"), "op": work(case).get("op"), "dtype": dtype,
+        moved = case.work.bytes.get("dram")
+        for dtype, flops in case.work.flops.items():
+            points.append({"case": case.id, "op": case.work.op, "dtype": dtype,
                            "flop_per_s": flops / time_s(case),
                            "intensity_flop_per_byte": flops / moved if moved else None, "shape": dict(shape(case))})
     return {"points": points}
@@ -139,25 +135,25 @@ def _stream(cases: list[Case], spec: SpecView) -> tuple[list[CaseFigures], dict[
             notes.append(f"no STREAM working set above {LLC_MULTIPLE}x the last-level cache: the largest counted")
     best = max(eligible, key=bytes_per_s)
     peak, source = spec.level("dram", "bandwidth_bytes_per_s")
-    figure = CaseFigures("bandwidth:dram", bytes_per_s(best), "B/s", eligible, str(best.get("id")), peak, source, notes)
+    figure = CaseFigures("bandwidth:dram", bytes_per_s(best), "B/s", eligible, best.id, peak, source, notes)
     eligible_ids = {id(c) for c in eligible}
-    points = [{"case": c.get("id"), "kernel": shape(c).get("kernel"), "threads": shape(c).get("threads"),
+    points = [{"case": c.id, "kernel": shape(c).get("kernel"), "threads": shape(c).get("threads"),
                "working_set_bytes": working_set(c), "bytes_per_s": bytes_per_s(c), "counted": id(c) in eligible_ids}
               for c in cases]
     return [figure], {"points": points, "threads": threads}
 
 
-
 def _transfer_bytes(case: Case) -> float:
+    """Bytes one transfer case moves: its ``shape.bytes``, else every transfer of its Work."""
     size = shape(case).get("bytes")
-    return float(size) if isinstance(size, (int, float)) else float(sum((work(case).get("transfers") or {}).values()))
+    return float(size) if isinstance(size, (int, float)) else float(sum(case.work.transfers.values()))
 
 
 def _transfers(cases: list[Case], spec: SpecView) -> tuple[list[CaseFigures], dict[str, Any]]:
     """Per transfer kind: alpha-beta fit over sizes (pinned host memory when there is some)."""
     by_kind: dict[str, list[Case]] = {}
     for case in cases:
-        kind = shape(case).get("kind") or next(iter(work(case).get("transfers") or {}), "h2d")
+        kind = shape(case).get("kind") or next(iter(case.work.transfers), "h2d")
         by_kind.setdefault(str(kind), []).append(case)
     figures, points, fits = [], {}, {}
     for kind, group in by_kind.items():
@@ -166,7 +162,7 @@ def _transfers(cases: list[Case], spec: SpecView) -> tuple[list[CaseFigures], di
         used_ids = {id(c) for c in used}
         sizes = [_transfer_bytes(c) for c in used]
         times = [time_s(c) or 0.0 for c in used]
-        points[kind] = [{"case": c.get("id"), "bytes": _transfer_bytes(c), "time_s": time_s(c),
+        points[kind] = [{"case": c.id, "bytes": _transfer_bytes(c), "time_s": time_s(c),
                          "pinned": bool(shape(c).get("pinned")), "counted": id(c) in used_ids} for c in group]
         notes = ["pinned host memory" if pinned else "pageable or unspecified host memory"]
         link = link_figures(sizes, times)
@@ -188,7 +184,7 @@ def _transfers(cases: list[Case], spec: SpecView) -> tuple[list[CaseFigures], di
         rates = [s / t for s, t in zip(sizes, times)]
         best = used[rates.index(max(rates))]
         peak, source, spec_latency = spec.link(kind)
-        figures.append(CaseFigures(f"transfer:{kind}", bandwidth, "B/s", used, str(best.get("id")), peak, source, notes,
+        figures.append(CaseFigures(f"transfer:{kind}", bandwidth, "B/s", used, best.id, peak, source, notes,
                                    {"bandwidth": bandwidth, "latency_s": latency, "spec_latency_s": spec_latency,
                                     "fit": fit_json}))
     return figures, {"points": points, "fits": fits}
@@ -197,15 +193,15 @@ def _transfers(cases: list[Case], spec: SpecView) -> tuple[list[CaseFigures], di
 def _overheads(cases: list[Case]) -> tuple[list[CaseFigures], dict[str, Any]]:
     by_op: dict[str, list[tuple[float, Case]]] = {}
     for case in cases:
-        launches = int(work(case).get("launches") or 0)
+        launches = case.work.launches
         per_op = time_s(case) / launches if launches else time_s(case)
-        by_op.setdefault(str(work(case).get("op")), []).append((per_op, case))
+        by_op.setdefault(case.work.op, []).append((per_op, case))
     figures = []
     for op, timed in by_op.items():
         best, case = min(timed, key=lambda item: item[0])
-        figures.append(CaseFigures(op, best, "s", [c for _, c in timed], str(case.get("id")),
+        figures.append(CaseFigures(op, best, "s", [c for _, c in timed], case.id,
                                    notes=["fastest variant" if len(timed) > 1 else "one variant"]))
-    points = [{"case": c.get("id"), "op": op, "kind": shape(c).get("kind"), "time_s": t}
+    points = [{"case": c.id, "op": op, "kind": shape(c).get("kind"), "time_s": t}
               for op, timed in by_op.items() for t, c in timed]
     return figures, {"points": points}
 
@@ -230,16 +226,16 @@ def _contention(cases: list[Case]) -> tuple[list[CaseFigures], dict[str, Any], l
     return figures, {"pairs": rows}, notes
 
 
-def find_ceilings(run: Mapping[str, Any]) -> tuple[list[CaseFigures], dict[str, Any], list[str]]:
+def find_ceilings(run: Run) -> tuple[list[CaseFigures], dict[str, Any], list[str]]:
     """One run's ceiling figures, curves (JSON-ready) and run-level notes."""
-    spec = SpecView((run.get("target") or {}).get("spec"))
+    spec = SpecView(run.target.spec)
     by_op: dict[str, list[Case]] = {}
     unusable = 0
-    for case in run.get("cases") or ():
+    for case in run.cases:
         if not usable(case):
             unusable += 1
             continue
-        by_op.setdefault(str(work(case).get("op") or ""), []).append(case)
+        by_op.setdefault(case.work.op, []).append(case)
     figures: list[CaseFigures] = []
     curves: dict[str, Any] = {}
     notes: list[str] = []

@@ -1,6 +1,5 @@
-"""Calibration data: the parameters calibration fits, and the two fitting primitives.
+"""Calibration data: what calibration learns about a model, and the two fitting primitives.
 
-* :class:`GemmParams`: the GEMM model's tile tables and size-dependent efficiency curve.
 * :class:`EfficiencyTable`: per op class, efficiency (predicted / measured time) as a
   piecewise-linear function of log10 of the work's size, flat beyond its end knots.
 * :class:`Calibration`: a model's efficiency tables and its conformal interval factors, applied
@@ -8,7 +7,7 @@
 * :func:`fit_efficiency`: least squares on log error (SciPy) -> EfficiencyTable.
 * :func:`conformal_interval`: split-conformal (low, high) time factors from held-out log ratios.
 
-All carry a ``version`` in their JSON form; an unknown version is a FormatError.
+Both records carry a ``version`` in their JSON form; an unknown version is a FormatError.
 """
 from __future__ import annotations
 
@@ -16,70 +15,18 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-from ..errors import FormatError, UsageError, check_non_negative, check_positive
+from ..errors import FormatError, UsageError
 
 if TYPE_CHECKING:
+    from ..models.base import Prediction
     from ..work import Work
-    from .base import Prediction
 
 CALIBRATION_VERSION = 1
-
-# GEMM tiles (rows x columns of C per tile) a library may pick, per target kind.
-# GPU: CUTLASS/cuBLAS threadblock tiles on Ampere/Hopper/CDNA are typically 128x128, 128x256 and
-# 256x128. ASIC: 128x128, the systolic array of a TPU v4/v5 MXU. CPU: 32x32, a choice of the order
-# of the register/L1 blocking of AVX2/AVX-512 BLAS micro-kernels (BLIS uses 6x16 to 32x12), so that
-# quantization matters on CPUs only for small matrices; calibration may replace any table.
-DEFAULT_GEMM_TILES: Mapping[str, tuple[tuple[int, int], ...]] = {
-    "gpu": ((128, 128), (128, 256), (256, 128)),
-    "asic": ((128, 128),),
-    "cpu": ((32, 32),),
-}
 
 
 def _check_version(kind: str, data: Mapping[str, Any]) -> None:
     if data.get("version") != CALIBRATION_VERSION:
         raise FormatError(f"{kind} JSON version {data.get('version')!r} is not {CALIBRATION_VERSION}")
-
-
-@dataclass(frozen=True)
-class GemmParams:
-    """Parameters of the ``gemm`` model.
-
-    Efficiency at ``flops`` executed (tile-padded) FLOPs: ``eff_max * flops / (flops + half_flops)``,
-    so time = ``(flops + half_flops) / (peak * eff_max)``: a fixed cost ``half_flops`` worth of
-    work plus a sustained fraction ``eff_max`` of peak. The defaults are uncalibrated: no derating
-    (``eff_max=1``, ``half_flops=0``), which leaves tile and wave quantization alone.
-    """
-
-    eff_max: float = 1.0
-    half_flops: float = 0.0
-    tiles: Mapping[str, tuple[tuple[int, int], ...]] = field(default_factory=lambda: dict(DEFAULT_GEMM_TILES))
-
-    def __post_init__(self) -> None:
-        check_positive("GemmParams.eff_max", self.eff_max)
-        check_non_negative("GemmParams.half_flops", self.half_flops)
-        tiles = {str(kind): tuple((int(tm), int(tn)) for tm, tn in table) for kind, table in self.tiles.items()}
-        for kind, table in tiles.items():
-            if not table or any(tm < 1 or tn < 1 for tm, tn in table):
-                raise UsageError(f"GemmParams.tiles[{kind!r}] must list positive (rows, cols) tiles, got {table!r}")
-        object.__setattr__(self, "tiles", tiles)
-
-    def efficiency(self, flops: float) -> float:
-        """Fraction of peak sustained on ``flops`` executed FLOPs (0 < eff <= eff_max)."""
-        return self.eff_max * flops / (flops + self.half_flops) if flops > 0 else self.eff_max
-
-    def to_json(self) -> dict[str, Any]:
-        return {"version": CALIBRATION_VERSION, "eff_max": self.eff_max, "half_flops": self.half_flops,
-                "tiles": {kind: [list(t) for t in table] for kind, table in self.tiles.items()}}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "GemmParams":
-        _check_version("GemmParams", data)
-        try:
-            return cls(float(data["eff_max"]), float(data["half_flops"]),
-                       {k: tuple(tuple(t) for t in v) for k, v in data["tiles"].items()})
-        except (KeyError, TypeError, ValueError, UsageError) as exc:
-            raise FormatError(f"GemmParams JSON is malformed: {exc}") from exc
 
 
 SIZE_AMOUNTS = ("flops", "bytes", "accesses", "launches", "transfers")

@@ -1,5 +1,11 @@
-"""Suite-wide options and fixtures. The plugin (pytest_charz) provides the target, device and
-charz fixtures; sizes of the sweeps come from ``_sizes.py``, which reads the bound target."""
+"""Suite-wide options, fixtures and settings of the characterization suites (``suites/``).
+
+The plugin (``pytest_charz``) provides the ``target``, ``device`` and ``charz`` fixtures and the
+``charz`` markers; what the suites share on top of it lives here: the pointer-chase page option,
+the GPU fixtures (PyTorch on the bound GPU, the raw kernels) and the sizing plan of the bound
+target, whose sweeps ``suites/_sizes.py`` derives from the target's memory levels. The plugin's
+own tests (``tests/``) run their suites in isolated directories with ``pytester`` and never see
+these fixtures."""
 from __future__ import annotations
 
 from typing import Any
@@ -50,6 +56,6 @@ def torch_device(device: Any, gpu_torch: Any) -> Any:
 @pytest.fixture(scope="session")
 def size_plan(pytestconfig: pytest.Config) -> Any:
     """The sizing plan of the bound target (``_sizes.SizePlan``): caches, threads, buffer cap."""
-    from _sizes import plan_for
+    from _sizes import plan_for  # suites/ is on sys.path once a suite module is collected
 
     return plan_for(pytestconfig)

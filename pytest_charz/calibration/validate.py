@@ -1,12 +1,12 @@
 """Validation of models on measured runs: calibrate on one part, score on the rest.
 
-For each model and each target, the model is calibrated (:func:`pytest_charz.models.fit.fit`) on
-the calibration split of the target's cases and predicts the held-out split
-(:func:`~pytest_charz.models.fit.split_cases`: a glob of case ids, or every other size per op
-class). Errors are ``measured / predicted - 1``, the verdict's model error: positive when the case
-ran slower than predicted. Per model and regime (of the predicted bound) the report gives n,
-MAPE (mean absolute error), median and P90 absolute error, bias (median signed error) and the
-coverage of the prediction intervals (the regime's conformal band), listing cases outside them.
+For each model and each target, the model is calibrated (:func:`pytest_charz.calibration.fit.fit`)
+on the calibration split of the target's cases and predicts the held-out split
+(:func:`~pytest_charz.calibration.observations.split_cases`: a glob of case ids, or every other
+size per op class). Errors are ``measured / predicted - 1``, the verdict's model error: positive
+when the case ran slower than predicted. Per model and regime (of the predicted bound) the report
+gives n, MAPE (mean absolute error), median and P90 absolute error, bias (median signed error) and
+the coverage of the prediction intervals (the regime's conformal band), listing cases outside them.
 
 Transfer: with runs of two or more targets (else two or more runs of one), the model is
 calibrated on all cases of one and predicts every case of each other. A case "stops
@@ -14,26 +14,26 @@ transferring" when its absolute error exceeds twice the P90 absolute error of th
 on its own calibration cases of that regime (each predicted without itself, as for the bands), or
 lies outside its interval.
 
-Validation JSON (version 1, kind ``charz-validation``) carries every scored case, so reports
-draw from it alone.
+Validation JSON (``formats.VALIDATION``, version 1, kind ``charz-validation``) carries every
+scored case, so reports (:mod:`pytest_charz.report.validation`) draw from it alone.
 """
 from __future__ import annotations
 
-import datetime
 import math
-import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from ..errors import CharzError, UsageError
-from .api import MODELS, get_model
-from .base import REGIMES
-from .ceilings import Ceilings
-from .fit import (Fitted, Observation, ceilings_from_run, fit, load_runs, measured_ceilings, model_ceilings,
-                  observations, split_cases)
+from ..errors import UsageError
+from ..formats import VALIDATION
+from ..measure.clock import utc_now_iso
+from ..models.base import REGIMES
+from ..models.ceilings import Ceilings
+from ..models.registry import MODELS, get_model
+from ..records import Run
+from .fit import Fitted, fit
+from .observations import (Observation, RunArg, ceilings_from_run, load_runs, measured_ceilings, model_ceilings,
+                           observations, split_cases)
 
-VALIDATION_VERSION = 1
-VALIDATION_KIND = "charz-validation"
 SPLIT_RULE = ("every other case per op class sorted by size, starting with the smallest; the largest always "
               "calibrates (held-out cases lie between calibrated sizes)")
 
@@ -140,7 +140,8 @@ class ValidationReport:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "version": VALIDATION_VERSION, "kind": VALIDATION_KIND, "created": self.created, "level": self.level,
+            # version before kind: the key order of the reports already written (and of the golden files)
+            "version": VALIDATION.version, "kind": VALIDATION.kind, "created": self.created, "level": self.level,
             "error": "measured / predicted - 1", "split": self.split, "runs": [dict(r) for r in self.runs],
             "models": list(self.models), "skipped": dict(self.skipped),
             "tables": {m: self.table(m) for m in self.models},
@@ -174,11 +175,11 @@ def _score(fitted: Fitted, cases: Sequence[Observation], p90: Mapping[str, float
     return results
 
 
-def validate(runs: Sequence[Mapping[str, Any] | str], models: Sequence[str] | None = None,
+def validate(runs: Sequence[RunArg], models: Sequence[str] | None = None,
              calibrate_on: str | None = None, level: float = 0.9) -> ValidationReport:
     """Calibrate each model on part of each target's cases and score it on the rest and across runs.
 
-    ``runs`` are run file paths or loaded runs; ``models`` registry names (default: all of
+    ``runs`` are run file paths or typed :class:`~pytest_charz.records.Run`; ``models`` registry names (default: all of
     :data:`MODELS`; one that covers no case is listed in ``skipped`` with the reason);
     ``calibrate_on`` a glob of case ids that calibrate (default: the alternate-size split).
     """
@@ -188,19 +189,19 @@ def validate(runs: Sequence[Mapping[str, Any] | str], models: Sequence[str] | No
     names = list(models) if models else list(MODELS)
     for name in names:
         get_model(name)
-    by_target: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
-    for path, run in loaded:
-        by_target.setdefault(str((run.get("target") or {}).get("id")), []).append((path, run))
+    by_target: dict[str, list[Run]] = {}
+    for run in loaded:
+        by_target.setdefault(run.target.id, []).append(run)
     prepared = {}
     for target, members in by_target.items():
-        cases = observations([run for _, run in members])
-        prepared[target] = (cases, *split_cases(cases, calibrate_on), ceilings_from_run(members[0][1]))
+        cases = observations(members)
+        prepared[target] = (cases, *split_cases(cases, calibrate_on), ceilings_from_run(members[0]))
     # transfer groups: targets when there are several, else runs
     if len(by_target) >= 2:
         groups = [(t, prepared[t][0], prepared[t][3]) for t in by_target]
     elif len(loaded) >= 2:
-        groups = [(f"{path or 'run'}#{i}", observations([run]), ceilings_from_run(run))
-                  for i, (path, run) in enumerate(loaded)]
+        groups = [(f"{run.path or 'run'}#{i}", observations([run]), ceilings_from_run(run))
+                  for i, run in enumerate(loaded)]
     else:
         groups = []
 
@@ -242,10 +243,10 @@ def validate(runs: Sequence[Mapping[str, Any] | str], models: Sequence[str] | No
             skipped[name] = first
     kept = tuple(n for n in names if n not in skipped)
     return ValidationReport(
-        created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), level=level,
+        created=utc_now_iso(timespec="seconds"), level=level,
         split=f"case ids matching {calibrate_on!r} calibrate" if calibrate_on else SPLIT_RULE,
-        runs=tuple({"path": path, "target": (run.get("target") or {}).get("id"), "created": run.get("created"),
-                    "cases": len(run.get("cases") or ())} for path, run in loaded),
+        runs=tuple({"path": run.path, "target": run.target.id, "created": run.created, "cases": len(run.cases)}
+                   for run in loaded),
         models=kept, skipped=skipped, results=tuple(results),
         not_covered={n: tuple(not_covered.get(n, ())) for n in kept}, calibrations=calibrations)
 
@@ -261,36 +262,3 @@ def _filled(ceilings: Ceilings) -> list[str]:
             names += [f"{key}:{k}" for k, f in value.items()
                       if isinstance(f, Mapping) and "calibration case" in str(f.get("source"))]
     return names
-
-
-def validate_command(args: Any) -> int:
-    """``charz validate RUN... [-o DIR] [--models A,B] [--calibrate-on GLOB]``."""
-    from ..errors import MissingExtraError
-    from ..report.markdown import render_table
-    from ..report.validation import render_html, render_markdown, summary_rows
-    from ..run import atomic_write_json
-
-    models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
-    report = validate(list(args.runs), models=models, calibrate_on=args.calibrate_on).to_json()
-    out_dir = args.out_dir or os.path.dirname(os.path.abspath(args.runs[0]))
-    try:
-        os.makedirs(out_dir, exist_ok=True)
-        atomic_write_json(os.path.join(out_dir, "validation.json"), report)
-        with open(os.path.join(out_dir, "validation.md"), "w", encoding="utf-8") as handle:
-            handle.write(render_markdown(report))
-        try:
-            page = render_html(report)
-        except MissingExtraError as exc:
-            page = render_html(report, plots=False)
-            print(f"charz: plots left out of validation.html: {exc}")
-        with open(os.path.join(out_dir, "validation.html"), "w", encoding="utf-8") as handle:
-            handle.write(page)
-    except OSError as exc:
-        raise CharzError(f"cannot write the validation report in {out_dir!r}: {exc}") from exc
-    headers, rows = summary_rows(report)
-    print(f"held-out error by model and regime ({report['split']}):")
-    print(render_table(headers, rows, markdown=False))
-    for model, reason in report["skipped"].items():
-        print(f"skipped {model}: {reason}")
-    print(f"validation report: {os.path.join(out_dir, 'validation.html')} (.json, .md)")
-    return 0

@@ -1,0 +1,118 @@
+"""The calibration file: a model calibrated on the runs of one target, and :func:`calibrate`.
+
+Calibration file (``formats.CALIBRATION``, version 1)::
+
+    {"version": 1, "kind": "charz-calibration", "target": id, "model": name, "created": ISO-8601,
+     "calibration": Calibration JSON (tables by op and by op class, pooled interval),
+     "ceilings": Ceilings JSON (the spec, filled from the calibration cases),
+     "bands": {regime: {"lo", "hi", "n", "level", "coverage", "method"}},
+     "fitted_on": {"runs": [{"path", "created"}], "cases": [ids]}, "held_out": [ids]}
+
+``lo`` and ``hi`` are relative errors; ``method`` is described in :mod:`.fit`; ``coverage`` is
+the fraction of held-out cases of the regime inside the band (null without held-out cases).
+``charz calibrate`` (:mod:`pytest_charz.report.calibration_command`) writes it next to the
+baselines, where the plugin's judge reads it.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from ..errors import FormatError, UsageError
+from ..formats import CALIBRATION
+from ..measure.clock import utc_now_iso
+from ..models.base import Prediction
+from ..models.ceilings import Ceilings
+from ..models.registry import DEFAULT_MODEL, get_model
+from ..work import Work
+from .efficiency import Calibration
+from .fit import band_coverage, calibrated_prediction, fit
+from .observations import RunArg, ceilings_from_run, load_runs, observations, split_cases
+
+
+@dataclass(frozen=True)
+class CalibrationFile:
+    """A model calibrated on some cases of one target: what the calibration file holds."""
+
+    target: str
+    model: str
+    calibration: Calibration
+    ceilings: Ceilings
+    bands: Mapping[str, Mapping[str, Any]]
+    fitted_on: Mapping[str, Any]
+    held_out: tuple[str, ...]
+    created: str
+
+    def predict(self, work: Work) -> Prediction:
+        """The calibrated prediction of ``work`` on this file's target."""
+        return calibrated_prediction(get_model(self.model), self.calibration, self.ceilings, work, self.bands)
+
+    def to_json(self) -> dict[str, Any]:
+        # version before kind: the key order of the files already written (and of the golden files)
+        return {"version": CALIBRATION.version, "kind": CALIBRATION.kind, "target": self.target,
+                "model": self.model, "created": self.created, "calibration": self.calibration.to_json(),
+                "ceilings": self.ceilings.to_json(), "bands": {r: dict(b) for r, b in self.bands.items()},
+                "fitted_on": dict(self.fitted_on), "held_out": list(self.held_out)}
+
+    @classmethod
+    def from_json(cls, data: Any, source: str = "calibration file") -> "CalibrationFile":
+        """A calibration file's document, checked; FormatError naming ``source`` otherwise."""
+        document = CALIBRATION.check(data, source)
+        try:
+            bands = {str(r): {**b, "lo": float(b["lo"]), "hi": float(b["hi"])} for r, b in document["bands"].items()}
+            return cls(str(document["target"]), str(document["model"]), Calibration.from_json(document["calibration"]),
+                       Ceilings.from_json(document["ceilings"]), bands, dict(document["fitted_on"]),
+                       tuple(document.get("held_out") or ()), str(document.get("created", "")))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise FormatError(f"{source}: calibration file is malformed: {exc!r}") from exc
+
+
+def load_calibration_file(path: str | os.PathLike[str]) -> CalibrationFile:
+    """Read a calibration file; FormatError naming it when it is not one or of an unknown version."""
+    return CalibrationFile.from_json(CALIBRATION.load(path), os.fspath(path))
+
+
+def band_for(calfile: CalibrationFile, regime: str) -> Mapping[str, Any] | None:
+    """The verdict band ``{"lo", "hi", ...}`` (relative errors) of ``regime``, or None."""
+    return calfile.bands.get(regime)
+
+
+def _check_holdout(holdout: str | None) -> None:
+    if holdout not in ("alternate", None):
+        raise UsageError(f"holdout must be 'alternate' or None, got {holdout!r}")
+
+
+def calibrate(runs: Sequence[RunArg], model: str = DEFAULT_MODEL, target: str | None = None,
+              level: float = 0.9, holdout: str | None = "alternate", calibrate_on: str | None = None,
+              knots: int = 0) -> CalibrationFile:
+    """Calibrate ``model`` on runs (run file paths or typed :class:`~pytest_charz.records.Run`)
+    of one target.
+
+    ``target`` picks the runs of that target id when they are of several. ``holdout``:
+    ``"alternate"`` holds out every other size per op class (:func:`split_cases`), ``None`` fits on
+    every case; ``calibrate_on`` (a glob of case ids) overrides it. Band coverage is measured on
+    the held-out cases. ``fitted_on.runs`` records each run's ``path`` (as given) and ``created``.
+    """
+    _check_holdout(holdout)
+    loaded = load_runs(runs)
+    ids = sorted({run.target.id for run in loaded})
+    if target is None and len(ids) > 1:
+        raise UsageError(f"the runs are of several targets ({', '.join(ids)}): choose one with target=")
+    chosen = [run for run in loaded if target is None or run.target.id == target]
+    if not chosen:
+        raise UsageError(f"no run of target {target!r}; the runs are of {', '.join(ids)}")
+    cases = observations(chosen)
+    if calibrate_on is not None or holdout == "alternate":
+        fit_cases, held = split_cases(cases, calibrate_on)
+    else:
+        fit_cases, held = list(cases), []
+    fitted = fit(get_model(model), fit_cases, ceilings_from_run(chosen[0]), level, knots)
+    coverage = band_coverage(fitted, held)
+    bands = {regime: {**band, "coverage": coverage.get(regime)} for regime, band in fitted.bands.items()}
+    return CalibrationFile(
+        target=cases[0].target, model=model, calibration=fitted.calibration, ceilings=fitted.ceilings, bands=bands,
+        fitted_on={"runs": [{"path": run.path, "created": run.created} for run in chosen],
+                   "cases": [c.case_id for c in fit_cases]},
+        held_out=tuple(c.case_id for c in held),
+        created=utc_now_iso(timespec="seconds"))

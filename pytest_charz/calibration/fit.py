@@ -1,0 +1,156 @@
+"""Fitting a model to observations: efficiency per op class and conformal bands per regime.
+
+Per op class (``op:dtype`` for single-dtype FLOPs, else ``op``; see
+:func:`~pytest_charz.calibration.observations.op_class`), :func:`fit` fits predicted / measured
+time against log10 of the class's size (FLOPs for compute-bound classes, bytes for memory-bound
+ones, accesses, launches or transfer bytes otherwise) with
+:func:`~pytest_charz.calibration.efficiency.fit_efficiency`. Interval factors are split-conformal
+on leave-one-out residuals: each calibration case is predicted by the table refitted without it,
+so a residual is an honest out-of-sample error. Bands per regime are the relative error
+``(low_factor - 1, high_factor - 1)`` of that regime's residuals.
+
+A band's ``method`` says how it was made: ``conformal`` (the regime's own residuals), ``pooled``
+(too few of its own for the level: the residuals of all regimes) or ``range`` (too few in all:
+the widest residuals seen, coverage not guaranteed).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, Sequence
+
+from ..errors import UsageError
+from ..models.base import REGIMES, Model, Prediction
+from ..models.ceilings import Ceilings
+from ..models.roofline import roofline_floor_or_zero_s
+from ..work import Work
+from .efficiency import Calibration, EfficiencyTable, conformal_interval, fit_efficiency
+from .observations import Observation, measured_ceilings, model_ceilings, op_class
+
+_SIZE_OF_REGIME = {"compute": "flops", "memory": "bytes", "latency": "accesses", "launch": "launches",
+                   "transfer": "transfers"}
+
+
+# -- fitting --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Fitted:
+    """A model calibrated on some cases of one target, ready to predict others."""
+
+    model: Model
+    ceilings: Ceilings
+    calibration: Calibration
+    bands: Mapping[str, Mapping[str, Any]]
+    residuals: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+
+    def predict(self, work: Work) -> Prediction:
+        """The calibrated prediction, its interval from the band of its regime."""
+        return calibrated_prediction(self.model, self.calibration, self.ceilings, work, self.bands)
+
+
+def calibrated_prediction(model: Model, calibration: Calibration, ceilings: Ceilings, work: Work,
+                          bands: Mapping[str, Mapping[str, Any]] | None = None) -> Prediction:
+    """``model``'s prediction divided by the efficiency of the work's op class (else op, else the
+    ``""`` table), never below the roofline floor; interval from ``bands[regime]`` when there is
+    one, else the calibration's pooled factors."""
+    prediction = model.predict(work, ceilings)
+    if not prediction.covered:
+        return prediction
+    floor_s = roofline_floor_or_zero_s(work, ceilings)
+    table = calibration.tables.get(op_class(work))
+    by_class = replace(calibration, tables={work.op: table}) if table else calibration
+    adjusted = by_class.adjust(prediction, work, floor_s)
+    band = (bands or {}).get(adjusted.regime)
+    if band is None:
+        return adjusted
+    return adjusted.with_interval(adjusted.time_s * (1 + band["lo"]), adjusted.time_s * (1 + band["hi"]))
+
+
+def _size_amount(members: Sequence[tuple[Observation, Prediction]]) -> str:
+    regimes = [p.regime for _, p in members]
+    preferred = _SIZE_OF_REGIME[max(set(regimes), key=lambda r: (regimes.count(r), r))]
+    for amount in (preferred, *_SIZE_OF_REGIME.values()):
+        probe = EfficiencyTable("", amount, (0.0,), (1.0,))
+        if all(probe.size_of(c.work) > 0 for c, _ in members):
+            return amount
+    raise UsageError("no size amount is positive for every case of the class")
+
+
+def _fit_tables(points: Sequence[tuple[Observation, Prediction]], knots: int) -> dict[str, EfficiencyTable]:
+    by_class: dict[str, list[tuple[Observation, Prediction]]] = {}
+    by_op: dict[str, list[tuple[Observation, Prediction]]] = {}
+    for case, prediction in points:
+        by_class.setdefault(case.op_class, []).append((case, prediction))
+        by_op.setdefault(case.work.op, []).append((case, prediction))
+    tables: dict[str, EfficiencyTable] = {}
+    for groups in (by_op, by_class):  # class tables replace op tables of the same name
+        for name, members in groups.items():
+            try:
+                amount = _size_amount(members)
+            except UsageError:
+                continue  # a class mixing works of no common size (e.g. flops-only and bytes-only) gets no table
+            probe = EfficiencyTable(name, amount, (0.0,), (1.0,))
+            sizes = [probe.size_of(c.work) for c, _ in members]
+            # knots=0: a knot at every calibrated size (at most 64), so the efficiency follows a
+            # staircase (cache levels) from one calibrated size to the next.
+            count = knots or min(64, len(set(sizes)))
+            tables[name] = fit_efficiency([(size, p.time_s, c.measured_s) for size, (c, p) in zip(sizes, members)],
+                                          op=name, size=amount, knots=count)
+    return tables
+
+
+def _factors(residuals: Sequence[float], level: float) -> tuple[float, float, str] | None:
+    if not residuals:
+        return None
+    try:
+        return (*conformal_interval(residuals, level), "conformal")
+    except UsageError:
+        return math.exp(min(residuals)), math.exp(max(residuals)), "range"
+
+
+def fit(model: Model, cases: Sequence[Observation], spec: Ceilings, level: float = 0.9, knots: int = 0,
+        measured_from: Sequence[Observation] | None = None) -> Fitted:
+    """Calibrate ``model`` on ``cases`` (one target; spec ceilings ``spec``).
+
+    Missing figures are measured on ``measured_from`` (default: ``cases``). Cases the model does
+    not cover are left out. Raises UsageError when it covers none of them.
+    """
+    ceilings = model_ceilings(model.name, spec, measured_ceilings(measured_from or cases, spec))
+    points = [(c, p) for c in cases for p in [model.predict(c.work, ceilings)] if p.covered and p.time_s > 0]
+    if not points:
+        raise UsageError(f"model {model.name!r} covers none of the {len(cases)} calibration case(s)")
+    tables = _fit_tables(points, knots)
+    residuals: dict[str, list[float]] = {}
+    for index, (case, prediction) in enumerate(points):
+        rest = [point for other, point in enumerate(points) if other != index and point[0].op_class == case.op_class]
+        if not rest:
+            continue  # a class of one case has no out-of-sample residual
+        loo = Calibration(model.name, _fit_tables(rest, knots))
+        predicted = calibrated_prediction(model, loo, ceilings, case.work)
+        residuals.setdefault(prediction.regime, []).append(math.log(case.measured_s / predicted.time_s))
+    pooled = [r for values in residuals.values() for r in values]
+    interval = _factors(pooled, level)
+    calibration = Calibration(model.name, tables, interval[:2] if interval else (1.0, 1.0), level if interval else 0.0)
+    bands: dict[str, dict[str, Any]] = {}
+    for regime in REGIMES:
+        own = residuals.get(regime, [])
+        if not own and not any(p.regime == regime for _, p in points):
+            continue
+        made = _factors(own, level)
+        if (made is None or made[2] == "range") and interval is not None and interval[2] == "conformal":
+            made = (interval[0], interval[1], "pooled")
+        if made is None:
+            continue
+        bands[regime] = {"lo": made[0] - 1.0, "hi": made[1] - 1.0, "n": len(own), "level": level,
+                         "coverage": None, "method": made[2]}
+    return Fitted(model, ceilings, calibration, bands, {r: tuple(v) for r, v in residuals.items()})
+
+
+def band_coverage(fitted: Fitted, held_out: Sequence[Observation]) -> dict[str, float | None]:
+    """Per regime, the fraction of held-out cases whose measured median lies in the interval."""
+    inside: dict[str, list[bool]] = {}
+    for case in held_out:
+        prediction = fitted.predict(case.work)
+        if prediction.covered and prediction.regime in fitted.bands:
+            low, high = prediction.interval_s
+            inside.setdefault(prediction.regime, []).append(low <= case.measured_s <= high)
+    return {regime: (sum(flags) / len(flags) if flags else None) for regime, flags in inside.items()}

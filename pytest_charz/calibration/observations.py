@@ -1,0 +1,183 @@
+"""What calibration reads from runs: observations (work and measured median per case), the split
+into calibration and held-out cases, and the ceilings a model predicts them with.
+
+A model's uncalibrated prediction of a case uses the ceilings of the run's target (the TargetSpec
+recorded in the run file; see :func:`ceilings_from_run`). Figures the spec lacks (a host CPU spec
+has no DRAM bandwidth or launch overhead) are filled from the calibration cases themselves
+(:func:`measured_ceilings`): the best rate they achieved (FLOP/s per dtype, bytes/s per memory
+level and link), the median per-launch time, the median load latency per memory level. They come
+only from the calibration split, so held-out cases never inform their own prediction, and every
+filled figure says so in its source.
+"""
+from __future__ import annotations
+
+import fnmatch
+import math
+import os
+import statistics
+from dataclasses import dataclass, replace
+from typing import Iterable, Sequence, Union
+
+from ..errors import FormatError, UsageError
+from ..models.base import Uncovered
+from ..models.ceilings import Ceilings
+from ..models.roofline import latency_level
+from ..curves.links import link_figures
+from ..records import Run
+from ..targets.spec import Figure
+from ..work import MEMORY_LEVELS, Work
+
+RunArg = Union[Run, str, "os.PathLike[str]"]
+
+
+# -- reading runs ---------------------------------------------------------------------------------
+def load_runs(runs: Iterable[RunArg]) -> list[Run]:
+    """Typed runs of run file paths (loaded, their ``path`` the path as given) or of Runs."""
+    from ..run import load_run
+
+    # The path as given, not where the run was read from (a journal, for an interrupted run):
+    # outputs record it, and must not change with how the run was stored.
+    return [item if isinstance(item, Run) else replace(load_run(os.fspath(item)), path=os.fspath(item))
+            for item in runs]
+
+
+def ceilings_from_run(run: Run) -> Ceilings:
+    """Datasheet ceilings of the run's target: its recorded spec, else the catalogue entry.
+
+    The host CPU (``cpu``) has no catalogue entry that would describe another machine, so its
+    run must carry the spec (the plugin always records it).
+    """
+    if run.target.spec is not None:
+        return Ceilings.from_spec(run.target.spec)
+    target_id = run.target.id
+    if not target_id or target_id in ("cpu", "host"):
+        raise FormatError(f"the run of target {target_id or '?'!r} records no target spec to predict from")
+    from ..targets.catalogue import resolve
+
+    return Ceilings.from_spec(resolve(target_id))
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One case of one target: its work and measured median in seconds (the median over runs
+    when several runs measured it)."""
+
+    case_id: str
+    target: str
+    work: Work
+    measured_s: float
+    runs: int = 1
+
+    @property
+    def op_class(self) -> str:
+        return op_class(self.work)
+
+
+# Shape keys that name a variant of an op whose efficiency differs wholesale: the thread count
+# (a read sweep on one core is half as fast as on two), the STREAM kernel, the transfer kind.
+VARIANT_KEYS = ("kernel", "kind", "pinned", "threads", "role")
+
+
+def op_class(work: Work) -> str:
+    """``op:dtype`` when the work's FLOPs are of one dtype, else ``op`` (``""`` for no op), with
+    the variant keys of its shape (``read@threads=2``): each class gets its own efficiency table."""
+    name = f"{work.op}:{next(iter(work.flops))}" if len(work.flops) == 1 else work.op
+    variants = [f"{key}={work.shape[key]}" for key in VARIANT_KEYS if key in work.shape]
+    return f"{name}@{','.join(variants)}" if variants else name
+
+
+def observations(runs: Sequence[Run]) -> list[Observation]:
+    """Measured cases of ``runs`` (one target), by case id; cases without a positive median or
+    without work (a record of no work at all) are skipped."""
+    grouped: dict[str, list[tuple[Work, float]]] = {}
+    targets = {run.target.id for run in runs}
+    if len(targets) > 1:
+        raise UsageError(f"observations of one target only; these runs are of {', '.join(sorted(targets))}")
+    empty = Work()
+    for run in runs:
+        for case in run.cases:
+            median_s = case.median_s
+            if case.work != empty and median_s is not None and math.isfinite(median_s) and median_s > 0:
+                grouped.setdefault(case.id, []).append((case.work, median_s))
+    target = targets.pop() if targets else ""
+    return [Observation(case_id, target, found[0][0], statistics.median(m for _, m in found), len(found))
+            for case_id, found in sorted(grouped.items())]
+
+
+def split_cases(cases: Sequence[Observation], calibrate_on: str | None = None) -> tuple[list[Observation], list[Observation]]:
+    """(calibration, held-out) cases.
+
+    With ``calibrate_on`` (a glob over case ids), the matching cases calibrate and the rest is held
+    out. Otherwise, within each op class sorted by size (FLOPs, else bytes, accesses, launches,
+    transfer bytes; then id), every other case calibrates starting with the smallest, and the
+    largest always does: held-out cases lie between calibrated sizes, so the split measures
+    interpolation. A class of one or two cases is all calibration.
+    """
+    if calibrate_on is not None:
+        chosen = [c for c in cases if fnmatch.fnmatchcase(c.case_id, calibrate_on)]
+        return chosen, [c for c in cases if not fnmatch.fnmatchcase(c.case_id, calibrate_on)]
+    by_class: dict[str, list[Observation]] = {}
+    for case in cases:
+        by_class.setdefault(case.op_class, []).append(case)
+    calibration: list[Observation] = []
+    held_out: list[Observation] = []
+    for members in by_class.values():
+        members.sort(key=lambda c: (_work_size(c.work), c.case_id))
+        for index, case in enumerate(members):
+            (calibration if index % 2 == 0 or index == len(members) - 1 else held_out).append(case)
+    return calibration, held_out
+
+
+def _work_size(work: Work) -> tuple[float, ...]:
+    return (work.total_flops, work.total_bytes, float(work.accesses), float(work.launches), sum(work.transfers.values()))
+
+
+# -- measured figures for what the spec lacks -----------------------------------------------------
+def measured_ceilings(cases: Sequence[Observation], spec: Ceilings) -> Ceilings:
+    """Ceilings measured on ``cases``: best FLOP/s per dtype, best bytes/s per level and link,
+    alpha-beta link latency (s), median per-launch time (s), median load latency (s) per level."""
+    peak: dict[str, float] = {}
+    bandwidth: dict[str, float] = {}
+    links: dict[str, list[tuple[float, float]]] = {}
+    launches: list[float] = []
+    latency: dict[str, list[float]] = {}
+    for case in cases:
+        work, time_s = case.work, case.measured_s
+        for dtype, flops in work.flops.items():
+            peak[dtype] = max(peak.get(dtype, 0.0), flops / time_s)
+        for level, moved in work.bytes.items():
+            bandwidth[level] = max(bandwidth.get(level, 0.0), moved / time_s)
+        if len(work.transfers) == 1 and not work.flops and not work.bytes:
+            (kind, moved), = work.transfers.items()
+            links.setdefault(kind, []).append((moved, time_s))
+        if work.launches and not work.flops and not work.bytes and not work.transfers:
+            launches.append(time_s / work.launches)
+        if work.accesses and "working_set_bytes" in work.shape:
+            try:
+                level, _ = latency_level(float(work.shape["working_set_bytes"]), spec.with_overrides(
+                    latency_s={lv: 1.0 for lv in MEMORY_LEVELS}))
+            except Uncovered:
+                continue
+            latency.setdefault(level, []).append(time_s / work.accesses)
+    source = f"measured on {len(cases)} calibration case(s)"
+    link_bandwidth, link_latency = {}, {}
+    for kind, points in links.items():
+        link = link_figures([p[0] for p in points], [p[1] for p in points])
+        how = f"{source}: {len(points)} {kind} transfer(s), latency from an alpha-beta fit, bandwidth from the largest"
+        if link.bandwidth_bytes_per_s is not None:
+            link_bandwidth[kind] = Figure(link.bandwidth_bytes_per_s, how)
+        link_latency[kind] = Figure(link.latency_s or 0.0, how)
+    return Ceilings(
+        target_id=spec.target_id, kind=spec.kind, origin="calibration cases",
+        peak_flops={d: Figure(v, f"{source}: best achieved {d} FLOP/s") for d, v in peak.items()},
+        bandwidth_bytes_per_s={lv: Figure(v, f"{source}: best achieved {lv} bytes/s") for lv, v in bandwidth.items()},
+        latency_s={lv: Figure(statistics.median(v), f"{source}: median {lv} load latency") for lv, v in latency.items()},
+        link_bandwidth_bytes_per_s=link_bandwidth, link_latency_s=link_latency,
+        launch_overhead_s=Figure(statistics.median(launches), f"{source}: median per-launch time") if launches else None,
+        compute_units=spec.compute_units,
+    )
+
+
+def model_ceilings(model: str, spec: Ceilings, measured: Ceilings) -> Ceilings:
+    """``empirical-roofline`` sees measured figures first; every other model the spec's first."""
+    return measured.filled_from(spec) if model == "empirical-roofline" else spec.filled_from(measured)

@@ -1,0 +1,134 @@
+"""The ``charz`` fixture of one case: measure on the bound device under recorded conditions,
+build the case's typed record, have the session's judge predict and judge it, record it."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+import pytest
+
+from .errors import UsageError
+from .markers import MARKER_KEYS, VERDICT_KEYS, marker_settings, marker_verdict_settings
+
+if TYPE_CHECKING:
+    from .measure.sampler import Measurement, SamplerSettings
+    from .records import CaseRecord
+    from .session import CharzSession
+    from .targets.spec import TargetSpec
+    from .work import Work
+
+
+class CaseContext:
+    """The ``charz`` fixture: measure one case, on the bound device, under recorded conditions."""
+
+    def __init__(self, session: "CharzSession", node: pytest.Item) -> None:
+        import numpy as np
+
+        self._session = session
+        self._node = node
+        binding = session.bind()
+        self.target = binding.spec
+        self.device = binding.device
+        self.quick = session.quick
+        # Fresh random inputs per case, reproducible from the run's seed and the case's id.
+        digest = sum((i + 1) * b for i, b in enumerate(node.nodeid.encode())) & 0xFFFFFFFF
+        self.rng = np.random.default_rng([session.seed, digest])
+        self.results: list["CaseRecord"] = []
+
+    def measure(self, fn: Callable[[], Any], work: "Work | None" = None, *, name: str = "",
+                **settings: Any) -> "Measurement":
+        """Measure ``fn`` (no arguments; does the case's ``work`` once per call) and record it.
+
+        Keyword settings override the marker's: ``noise``, ``mode``, ``max_time``, ``min_samples``,
+        ``max_samples``, ``min_time``, ``warmup``. Returns the Measurement; the full case record
+        (conditions, achieved rates) is in ``charz.results``.
+        """
+        from .measure import conditions
+        from .measure.sampler import sample
+        from .work import Work
+
+        if any(case.label == name for case in self.results):
+            raise UsageError(f"{self._node.nodeid} measures twice under the same name {name!r}: give each "
+                             "measurement of a test its own name= (it is part of the case's id)")
+        if work is None:
+            work = Work()
+        if not isinstance(work, Work):
+            raise UsageError(f"{self._node.nodeid}: work must be a pytest_charz.Work, got {type(work).__name__}")
+        unknown = set(settings) - set(MARKER_KEYS) - set(VERDICT_KEYS)
+        if unknown:
+            raise UsageError(f"charz.measure: unknown setting(s) {sorted(unknown)}; "
+                             f"known: {sorted([*MARKER_KEYS, *VERDICT_KEYS])}")
+        verdict_settings = {**marker_verdict_settings(self._node),
+                            **{k: v for k, v in settings.items() if k in VERDICT_KEYS}}
+        sampler_settings = marker_settings(self._node, self._session.base_settings(), self.quick).updated(
+            **{MARKER_KEYS[k]: v for k, v in settings.items() if k in MARKER_KEYS})
+        device = self.device
+        with self._session.device_lock():
+            before = conditions.host_snapshot(device.telemetry())
+            measurement = sample(device, fn, sampler_settings, work=work)
+            after = conditions.host_snapshot(device.telemetry())
+        case = case_record(self._node, name, work, sampler_settings, measurement, before, after, self.target)
+        judge = self._session.judge()
+        prediction = judge.predict(work)
+        verdict = judge.judge(case, prediction, verdict_settings.get("threshold"), verdict_settings.get("strict"))
+        case = case.judged(prediction, verdict)
+        self._session.record(case)
+        self.results.append(case)
+        if verdict.fails:
+            pytest.fail(f"charz {verdict.outcome}: {verdict.message}", pytrace=False)
+        return measurement
+
+
+def case_record(node: pytest.Item, label: str, work: "Work", settings: "SamplerSettings",
+                measurement: "Measurement", before: Any, after: Any, spec: "TargetSpec") -> "CaseRecord":
+    """The run file's record of one measured case."""
+    from .measure import conditions
+    from .records import CaseConditions, CaseRecord
+    from .work import achieved_rates
+
+    interval = conditions.compare(before, after)
+    rates = achieved_rates(work, measurement.median_s or 0.0)
+    peak_fraction: dict[str, float] = {}
+    for dtype, rate in rates["flop_per_s"].items():
+        peak = spec.peak(dtype)
+        if peak:
+            peak_fraction[f"flops:{dtype}"] = rate / peak
+    for level, rate in rates["bytes_per_s"].items():
+        bandwidth = spec.bandwidth(level)
+        if bandwidth:
+            peak_fraction[f"bandwidth:{level}"] = rate / bandwidth
+    flags = list(interval.flags)
+    if measurement.stop_reason == "all-discarded":
+        flags.append("all-discarded")
+    elif not measurement.noise_met:
+        flags.append("noisy")
+    if measurement.discarded_total:
+        flags.append("discarded")
+    callspec = getattr(node, "callspec", None)
+    params = _jsonable(dict(callspec.params)) if callspec is not None else {}
+    module = node.nodeid.split("::", 1)[0]
+    return CaseRecord(
+        id=node.nodeid + (f"::{label}" if label else ""),
+        nodeid=node.nodeid,
+        suite=module,
+        test=getattr(node, "originalname", node.name),
+        label=label,
+        params=params,
+        work=work,
+        settings=settings,
+        measurement=measurement,
+        conditions=CaseConditions(before, after, interval),
+        achieved=rates,
+        peak_fraction=peak_fraction,
+        flags=tuple(flags),
+    )
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    name = getattr(value, "__name__", None) or getattr(value, "name", None)
+    return str(name) if isinstance(name, str) else repr(value)

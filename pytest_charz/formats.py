@@ -1,0 +1,152 @@
+"""Versioned JSON formats: one constant per format, one loader, one atomic writer.
+
+Every JSON document pytest-charz writes carries ``kind`` and ``version`` at its top level, and so
+does every typed record nested inside one (a case's ``Work``, ``Measurement``, ``Prediction``,
+``Verdict``, the ``TargetSpec`` of a run). :meth:`Format.load` reads a file (plain or gzip),
+checks both, migrates an older version where a migration is registered, and names the file in
+every error; :func:`atomic_write_json` refuses a document without them, so an unversioned file is
+never written. Nothing here knows what a document means.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from .errors import FormatError
+
+Migration = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Format:
+    """A versioned JSON format: its ``kind`` string, the ``version`` this code writes, and
+    migrations from older versions (``{old_version: fn(document) -> document of old + 1}``)."""
+
+    kind: str
+    version: int
+    what: str
+    migrations: dict[int, Migration] = field(default_factory=dict, compare=False, hash=False)
+
+    def stamp(self) -> dict[str, Any]:
+        """The ``kind`` and ``version`` keys a document of this format starts with."""
+        return {"kind": self.kind, "version": self.version}
+
+    def migrate_from(self, version: int) -> Callable[[Migration], Migration]:
+        """Decorator registering the migration of documents of ``version`` to ``version + 1``."""
+        def register(fn: Migration) -> Migration:
+            self.migrations[version] = fn
+            return fn
+        return register
+
+    def check(self, data: Any, source: str) -> dict[str, Any]:
+        """``data`` as a document of this format at the current version (migrated when older).
+
+        FormatError, naming ``source``, for another kind, an unknown version or a top level that
+        is not an object."""
+        if not isinstance(data, Mapping):
+            raise FormatError(f"{source}: not a {self.what} (top level is {type(data).__name__})")
+        if data.get("kind") != self.kind:
+            raise FormatError(f"{source}: not a {self.what} (kind={data.get('kind')!r}, expected {self.kind!r})")
+        document = dict(data)
+        version = document.get("version")
+        while isinstance(version, int) and version < self.version and version in self.migrations:
+            document = self.migrations[version](document)
+            document["version"] = version = version + 1
+        if version != self.version:
+            raise FormatError(f"{source}: {self.what} version {data.get('version')!r} is not supported "
+                              f"(this pytest-charz reads version {self.version})")
+        return document
+
+    def check_nested(self, data: Any, source: str) -> Mapping[str, Any]:
+        """A record nested in a document: checked like :meth:`check` when it is stamped; an
+        unstamped one (written before records carried their own stamp) is taken as version 1."""
+        if isinstance(data, Mapping) and "kind" not in data:
+            if data.get("version", 1) != 1 or self.version != 1:
+                raise FormatError(f"{source}: unstamped {self.what} where version {self.version} is expected")
+            return data
+        return self.check(data, source)
+
+    def load(self, path: str | os.PathLike[str]) -> dict[str, Any]:
+        """Read and check the document at ``path`` (``.gz`` files are decompressed)."""
+        return self.check(read_json(path, self.what), os.fspath(path))
+
+
+def read_json(path: str | os.PathLike[str], what: str = "JSON file") -> Any:
+    """Parse the JSON file at ``path`` (plain or gzip); FormatError naming the file otherwise."""
+    name = os.fspath(path)
+    opener: Any = gzip.open if name.endswith(".gz") else open
+    try:
+        with opener(name, "rt", encoding="utf-8") as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        raise FormatError(f"{name}: no such {what}") from None
+    except IsADirectoryError:
+        raise FormatError(f"{name}: is a directory, not a {what}") from None
+    except OSError as exc:
+        raise FormatError(f"{name}: cannot be read ({exc.strerror or exc})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        where = f" at line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else ""
+        raise FormatError(f"{name}: not valid JSON ({getattr(exc, 'msg', exc)}{where})") from None
+
+
+def check_stamped(data: Any) -> None:
+    """Raise ValueError unless ``data`` is a mapping with top-level ``kind`` and ``version``."""
+    if not isinstance(data, Mapping) or not isinstance(data.get("kind"), str) or "version" not in data:
+        raise ValueError("pytest-charz writes only documents with a top-level 'kind' and 'version'")
+
+
+def atomic_write_json(path: str, data: Any) -> None:
+    """Write the document ``data`` (stamped with ``kind`` and ``version``) to ``path``
+    atomically: a temporary file in the same directory, then a rename."""
+    check_stamped(data)
+    directory = os.path.dirname(os.path.abspath(path)) or "."
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=directory)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(data, handle, indent=1, sort_keys=False, allow_nan=True)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        # mkstemp makes the file private (0600); a report or baseline is as readable as any file.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def atomic_write_text(path: str, text: str) -> None:
+    """Write a report's text to ``path`` atomically (a temporary file, then a rename)."""
+    directory = os.path.dirname(os.path.abspath(path)) or "."
+    os.makedirs(directory, exist_ok=True)
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+# -- the formats ----------------------------------------------------------------------------------
+# Documents (files).
+RUN = Format("charz-run", 2, "charz run")
+PROFILE = Format("charz-profile", 1, "charz profile")
+CALIBRATION = Format("charz-calibration", 1, "charz calibration file")
+VALIDATION = Format("charz-validation", 1, "charz validation report")
+BASELINE = Format("charz-baseline", 1, "charz baseline")
+# Records nested in documents.
+CASE = Format("charz-case", 1, "case record")
+WORK = Format("charz-work", 1, "Work record")
+MEASUREMENT = Format("charz-measurement", 1, "Measurement record")
+PREDICTION = Format("charz-prediction", 1, "Prediction record")
+VERDICT = Format("charz-verdict", 1, "Verdict record")
+TARGET_SPEC = Format("charz-target-spec", 1, "TargetSpec record")
+DEVICE_INFO = Format("charz-device", 1, "device record")

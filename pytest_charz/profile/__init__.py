@@ -1,0 +1,12 @@
+"""Capability profiles: the measured ceilings of a target from its runs (:func:`build_profile`)
+and the profile file read back (:func:`load_profile`).
+
+:mod:`.build` combines runs; :mod:`.cases` and :mod:`.levels` read one run's cases into ceilings;
+:mod:`.figures` holds what they share. Writing and printing are ``charz profile``'s, in
+:mod:`pytest_charz.report.profile_command`.
+"""
+from __future__ import annotations
+
+from .build import build_profile, load_profile
+
+__all__ = ["build_profile", "load_profile"]

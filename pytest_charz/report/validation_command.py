@@ -1,0 +1,43 @@
+"""``charz validate``: validate models on run files and write the report (JSON, Markdown, HTML)."""
+from __future__ import annotations
+
+import argparse
+import os
+
+from ..calibration.validate import validate
+from ..errors import CharzError, MissingExtraError
+from ..formats import atomic_write_json
+from .markdown import render_table
+from .validation import render_html, render_markdown, summary_rows
+
+
+def model_names(option: str | None) -> list[str] | None:
+    """The ``--models`` option as names (None: every registered model)."""
+    return [m.strip() for m in option.split(",") if m.strip()] if option else None
+
+
+def validate_command(args: argparse.Namespace) -> int:
+    """``charz validate RUN... [-o DIR] [--models A,B] [--calibrate-on GLOB]``."""
+    report = validate(list(args.runs), models=model_names(args.models), calibrate_on=args.calibrate_on).to_json()
+    out_dir = args.out_dir or os.path.dirname(os.path.abspath(args.runs[0]))
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        atomic_write_json(os.path.join(out_dir, "validation.json"), report)
+        with open(os.path.join(out_dir, "validation.md"), "w", encoding="utf-8") as handle:
+            handle.write(render_markdown(report))
+        try:
+            page = render_html(report)
+        except MissingExtraError as exc:
+            page = render_html(report, plots=False)
+            print(f"charz: plots left out of validation.html: {exc}")
+        with open(os.path.join(out_dir, "validation.html"), "w", encoding="utf-8") as handle:
+            handle.write(page)
+    except OSError as exc:
+        raise CharzError(f"cannot write the validation report in {out_dir!r}: {exc}") from exc
+    headers, rows = summary_rows(report)
+    print(f"held-out error by model and regime ({report['split']}):")
+    print(render_table(headers, rows, markdown=False))
+    for model, reason in report["skipped"].items():
+        print(f"skipped {model}: {reason}")
+    print(f"validation report: {os.path.join(out_dir, 'validation.html')} (.json, .md)")
+    return 0
