@@ -20,7 +20,7 @@ while pytest configures, so they belong in the root conftest or a plugin.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import pytest
 

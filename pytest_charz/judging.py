@@ -22,7 +22,7 @@ class CaseJudge:
     """Predicts and judges the cases of one session."""
 
     def __init__(self, config: "pytest.Config", spec: "TargetSpec", provenance: Mapping[str, Any]) -> None:
-        from .models.registry import get_model
+        from .models.registry import DEFAULT_MODEL, get_model
         from .models.ceilings import Ceilings
         from .store import DirectoryStore
 
@@ -30,7 +30,7 @@ class CaseJudge:
         self.target_key = store_target_key(spec)
         root = config.getoption("charz_baselines") or os.path.join(str(config.rootpath), "baselines")
         self.store = DirectoryStore(root)
-        self.model = get_model(config.getoption("charz_model") or "composite")
+        self.model = get_model(config.getoption("charz_model") or DEFAULT_MODEL)
         ceilings = Ceilings.from_spec(spec)
         profile_path = config.getoption("charz_profile")
         if profile_path:

@@ -42,7 +42,8 @@ def add_verdict_options(addoption: AddOption) -> None:
                    f"(default {DEFAULT_THRESHOLD}; a case's marker may set its own)")
     addoption("--charz-strict", dest="charz_strict", action="store_true", default=False,
               help="fail inconclusive and explained cases too (by default only model-error and drift fail)")
-    addoption("--charz-model", dest="charz_model", default="composite", metavar="NAME",
-              help="the model that predicts each case (default composite)")
+    addoption("--charz-model", dest="charz_model", default=None, metavar="NAME",
+              help="the model that predicts each case (default: the composite model, "
+                   "pytest_charz.models.registry.DEFAULT_MODEL)")
     addoption("--charz-profile", dest="charz_profile", default=None, metavar="PATH",
               help="a capability profile whose measured ceilings the model uses instead of the datasheet's")

@@ -12,8 +12,6 @@ from .options import add_measure_options, add_verdict_options
 
 if TYPE_CHECKING:
     from .devices.base import Backend
-    from .devices.registry import BackendRegistry
-    from .models.base import Model
     from .session import CharzSession
 
 MARKER_HELP = (
@@ -139,7 +137,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
         run = load_run(merged)
         terminalreporter.section("charz: measurements (all workers)")
-        for line in summary_lines(run.to_json()):
+        for line in summary_lines(run):
             terminalreporter.write_line(line)
         terminalreporter.write_line(f"run file: {merged}")
         _write_report_sections(terminalreporter, config, run)
@@ -150,7 +148,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     from .report.terminal import summary_lines
 
     terminalreporter.section("charz: measurements")
-    for line in summary_lines(charz_session.run_json(), verbose=config.getoption("verbose") > 0):
+    for line in summary_lines(charz_session.run, verbose=config.getoption("verbose") > 0):
         terminalreporter.write_line(line)
     if charz_session.out_path:
         terminalreporter.write_line(f"run file: {charz_session.out_path}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Callable
 
 from .errors import UsageError
 
@@ -70,9 +70,6 @@ class RunRecorder:
     def run(self) -> "Run":
         assert self.writer is not None, "no case was recorded"
         return self.writer.run
-
-    def run_json(self) -> Mapping[str, Any]:
-        return self.run.to_json()
 
     def finish(self, interrupted: bool) -> None:
         if self.writer is None or self.writer.run.status != "running":

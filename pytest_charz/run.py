@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
 
 from .errors import FormatError, UsageError
 from .formats import RUN, atomic_write_json, read_json

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -124,9 +124,6 @@ class CharzSession:
     def run(self) -> "Run":
         """The run as recorded so far (after ``finish``: as written)."""
         return self.recorder.run
-
-    def run_json(self) -> Mapping[str, Any]:
-        return self.recorder.run_json()
 
     def finish(self, interrupted: bool) -> None:
         self.recorder.finish(interrupted)

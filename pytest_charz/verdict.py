@@ -50,7 +50,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 import numpy as np
-from numpy.typing import ArrayLike
 
 from .errors import FormatError, UsageError
 from .explain import find_cause
@@ -68,23 +67,8 @@ FAILING = ("model-error", "drift")
 # statistics beyond it): bounded memory for long runs, and a wider, so conservative, interval.
 BOOTSTRAP_MAX_SAMPLES = 2000
 BOOTSTRAP_RESAMPLES = 2000
-_SAMPLE_DIGITS = 7        # significant digits kept per sample: far below any timing noise
 # The verdict's messages print times with one digit more than the reports' tables.
 _TIME_DIGITS = 4
-
-
-def order_statistics(samples_s: ArrayLike, limit: int) -> tuple[float, ...]:
-    """At most ``limit`` samples: evenly spaced order statistics of ``samples_s``.
-
-    Returns the samples (seconds, any order) sorted and rounded to 7 significant digits; with
-    more than ``limit`` of them, a quantile grid of ``limit`` including both extremes, which keeps
-    the distribution's shape (median, quantiles) for rank tests and bootstraps and makes tests on
-    it conservative.
-    """
-    ordered = np.sort(np.asarray(samples_s, dtype=float))
-    if ordered.size > limit:
-        ordered = ordered[np.round(np.linspace(0, ordered.size - 1, limit)).astype(int)]
-    return tuple(float(f"{v:.{_SAMPLE_DIGITS}g}") for v in ordered)
 
 
 class StoredReference(Protocol):
@@ -254,7 +238,7 @@ def _judge_change(measurement: Measurement, reference: StoredReference | None, t
     # The kept samples are one session's; centred on the reference median (of all sessions).
     scale = reference.median_s / float(np.median(reference.samples_s))
     reference_samples = [v * scale for v in reference.samples_s]
-    boot = stats.bootstrap_ratio_ci(reference_samples, order_statistics(measurement.samples_s, BOOTSTRAP_MAX_SAMPLES),
+    boot = stats.bootstrap_ratio_ci(reference_samples, stats.order_statistics(measurement.samples_s, BOOTSTRAP_MAX_SAMPLES),
                                     level=level, resamples=BOOTSTRAP_RESAMPLES, seed=0)
     p_value = stats.mann_whitney_u(reference_samples, measurement.samples_s).p_value
     # The reference median is itself uncertain by the spread its sessions showed.
@@ -391,4 +375,4 @@ def judge(measurement: Measurement, prediction: "Prediction | None", band: Mappi
 
 
 __all__ = ["OUTCOMES", "StoredReference", "Verdict", "check_alpha", "check_band", "check_threshold",
-           "fails_for", "judge", "order_statistics"]
+           "fails_for", "judge"]

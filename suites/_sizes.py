@@ -22,7 +22,7 @@ GIB = 1024 * MIB
 
 SWEEP_START_BYTES = 16 * KIB
 #: Main-memory cases need a working set this many times the last-level cache (the profile reads
-#: STREAM cases beyond it as DRAM bandwidth; ``profile_cases.LLC_MULTIPLE``).
+#: STREAM cases beyond it as DRAM bandwidth; ``pytest_charz.profile.cases.LLC_MULTIPLE``).
 LLC_MULTIPLE = 4
 #: Largest working set a quick run keeps in a sweep.
 QUICK_MAX_BYTES = 64 * MIB

@@ -4,7 +4,6 @@ from __future__ import annotations
 import importlib
 import os
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest

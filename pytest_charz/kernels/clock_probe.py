@@ -70,6 +70,9 @@ def measure_core_clock_mhz(adds: int = 40_000_000, repeats: int = 5, threads: in
     iterations = max(1, adds // per_iteration)
     best = float("inf")
     for _ in range(repeats):
+        # The one place that reads the system timer past measure/clock.py: the probe measures the
+        # silicon's clock, which a test's fake clock must not stand in for (the host spec derived
+        # from it is cached for the process); tests replace the probe's result instead.
         start = time.perf_counter_ns()
         if fma_pipes > 0:
             total = library.charz_clock_chain_busy(iterations, 3, min(fma_pipes, 2), ctypes.byref(sink))

@@ -20,6 +20,7 @@ kernels never force non-temporal stores.
 from __future__ import annotations
 
 import ctypes
+from typing import Any
 
 import numpy as np
 

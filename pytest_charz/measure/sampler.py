@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from ..devices.base import Device
 from ..errors import UsageError, check_choice, check_positive
 from ..work import Work
 from . import clock, stats
+
+if TYPE_CHECKING:
+    from ..devices.base import Device  # the protocol the sampler drives; devices read measure/, not the reverse
 
 MODES = ("hot", "cold")
 
@@ -162,7 +164,7 @@ def _next_check(n: int) -> int:
     return n + max(1, n // 8)
 
 
-def sample(device: Device, fn: Callable[[], Any], settings: SamplerSettings,
+def sample(device: "Device", fn: Callable[[], Any], settings: SamplerSettings,
            work: Work | None = None) -> Measurement:
     """Measure ``fn`` on ``device`` as ``settings`` say. Never raises for noise: a case that runs
     out of budget returns its samples with ``stop_reason="time-budget"``.

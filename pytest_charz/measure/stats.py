@@ -14,6 +14,23 @@ from typing import Sequence
 import numpy as np
 
 
+SAMPLE_DIGITS = 7        # significant digits kept per sample: far below any timing noise
+
+
+def order_statistics(samples_s: Sequence[float], limit: int) -> tuple[float, ...]:
+    """At most ``limit`` samples: evenly spaced order statistics of ``samples_s``.
+
+    Returns the samples (seconds, any order) sorted and rounded to 7 significant digits; with
+    more than ``limit`` of them, a quantile grid of ``limit`` including both extremes, which keeps
+    the distribution's shape (median, quantiles) for rank tests and bootstraps and makes tests on
+    it conservative.
+    """
+    ordered = np.sort(np.asarray(samples_s, dtype=float))
+    if ordered.size > limit:
+        ordered = ordered[np.round(np.linspace(0, ordered.size - 1, limit)).astype(int)]
+    return tuple(float(f"{v:.{SAMPLE_DIGITS}g}") for v in ordered)
+
+
 def median(samples: Sequence[float]) -> float:
     """Median of ``samples`` (raises ValueError when empty)."""
     if len(samples) == 0:

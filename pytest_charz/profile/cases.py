@@ -16,7 +16,7 @@ from typing import Any, Sequence
 from ..curves.links import link_figures
 from ..measure.conditions import OTHER_LOAD_SUSPICIOUS_CPUS, STEAL_FRACTION_SUSPICIOUS
 from ..records import Run
-from ..report.units import format_bytes
+from ..units import format_bytes
 from .figures import Case, CaseFigures, SpecView, bytes_per_s, shape, time_s, usable, working_set
 from .levels import bandwidth_group, latency_levels, levels
 

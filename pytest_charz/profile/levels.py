@@ -13,7 +13,7 @@ import statistics
 from typing import Any, Callable
 
 from ..curves.plateaus import LevelFit, detect_levels
-from ..report.units import format_bytes
+from ..units import format_bytes
 from ..work import MEMORY_LEVELS
 from .figures import Case, CaseFigures, SpecView, shape, time_s, working_set
 

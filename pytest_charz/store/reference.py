@@ -4,15 +4,14 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
-from numpy.typing import ArrayLike
 
 from ..errors import FormatError, UsageError
 from ..explain import conditions_summary, provenance_summary
 from ..measure import clock
-from ..verdict import order_statistics
+from ..measure.stats import order_statistics
 
 if TYPE_CHECKING:
     from ..records import CaseRecord
@@ -25,7 +24,7 @@ NEW_CASE_REASON = "new case"
 REFERENCE_SESSIONS = 3
 
 
-def thin_samples(samples_s: ArrayLike, limit: int = MAX_REFERENCE_SAMPLES) -> tuple[float, ...]:
+def thin_samples(samples_s: Sequence[float], limit: int = MAX_REFERENCE_SAMPLES) -> tuple[float, ...]:
     """At most ``limit`` samples, evenly spaced order statistics of ``samples_s`` (sorted).
 
     Keeps the distribution's shape (median, quantiles) for rank tests and bootstraps; with more
