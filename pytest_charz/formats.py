@@ -142,6 +142,7 @@ PROFILE = Format("charz-profile", 1, "charz profile")
 CALIBRATION = Format("charz-calibration", 1, "charz calibration file")
 VALIDATION = Format("charz-validation", 1, "charz validation report")
 BASELINE = Format("charz-baseline", 1, "charz baseline")
+GRAPH = Format("charz-graph", 1, "charz workload graph")
 # Records nested in documents.
 CASE = Format("charz-case", 1, "case record")
 WORK = Format("charz-work", 1, "Work record")
