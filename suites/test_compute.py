@@ -206,6 +206,27 @@ def check_gemm_rows(a: np.ndarray, b: np.ndarray, c: np.ndarray, rows: np.ndarra
         f"GEMM row check failed: |error| {error.flat[worst]:.3g} > {tolerance:g} x {bound.flat[worst]:.3g}")
 
 
+def gemm_backend(library: str) -> dict[str, Any]:
+    """What runs a host GEMM (``docs/run-format.md``): ``blas`` (library and version), ``blas_core``
+    (the kernel core type: OpenBLAS's ``architecture``, PyTorch's CPU capability), ``blas_threads``
+    and ``blas_vector_bits`` (the kernels' SIMD width, None when the core type does not say)."""
+    if library == "torch":
+        import torch
+
+        capability = str(torch.backends.cpu.get_cpu_capability())
+        bits = {"AVX512": 512, "AVX2": 256, "DEFAULT": 128}.get(capability.split("_")[0].upper())
+        return {"blas": f"torch {torch.__version__} (oneDNN)", "blas_core": capability,
+                "blas_threads": torch.get_num_threads(), "blas_vector_bits": bits}
+    from pytest_charz.measure.provenance import blas_info
+
+    pools = blas_info()
+    if not pools:
+        return {"blas": None, "blas_core": None, "blas_threads": None, "blas_vector_bits": None}
+    pool = pools[0]          # numpy's (the first BLAS loaded: numpy is imported before anything else)
+    return {"blas": f"{pool['internal_api']} {pool['version']}", "blas_core": pool["architecture"],
+            "blas_threads": pool["num_threads"], "blas_vector_bits": pool["vector_bits"]}
+
+
 @pytest.mark.charz(noise=0.02, quick={"max_time": 0.15})      # budgets per parameter
 def test_gemm_cpu(charz: Any, device: Any, cpu_gemm: tuple[str, str, int]) -> None:
     library, dtype, n = cpu_gemm
@@ -236,7 +257,7 @@ def test_gemm_cpu(charz: Any, device: Any, cpu_gemm: tuple[str, str, int]) -> No
             torch.matmul(ta, tb, out=tc)
 
     work = Work(flops=2.0 * n**3, bytes=3.0 * n * n * itemsize, dtype=dtype, op="gemm",
-                shape={"m": n, "n": n, "k": n, "library": library})
+                shape={"m": n, "n": n, "k": n, "library": library, **gemm_backend(library)})
     charz.measure(run, work=work)
 
 

@@ -142,6 +142,50 @@ def _seed(charz: Any) -> int:
     return int(charz.rng.integers(2**63))
 
 
+# ---------------------------------------------------------------- DRAM probe, CPU
+#: Working set of the DRAM probe: past LLC_MULTIPLE x the LLC, at most this much (a short case).
+PROBE_MAX_BYTES = 512 * MIB
+
+
+def _probe_read(charz: Any, buffer: Any, threads: int, where: str) -> None:
+    """The probe's read of ``buffer`` (freed when this returns, before the chase allocates)."""
+    from pytest_charz.kernels import cpu
+
+    assert cpu.read_sum(buffer, 1, threads=threads) == pytest.approx(float(np.sum(buffer)), rel=1e-9)
+    charz.measure(lambda: cpu.read_sum(buffer, 1, threads=threads),
+                  work=Work(bytes={"dram": cpu.read_bytes(buffer)}, op="probe",
+                            shape={"probe": "dram-read", "where": where, "threads": threads,
+                                   "working_set_bytes": buffer.nbytes}), name="read")
+
+
+def dram_probe(charz: Any, size_plan: Any, where: str) -> None:
+    """A short read of a buffer past the LLC on every thread, and a page-local chase over it:
+    measured at several points of the run (``op="probe"``) so the profile can tell a DRAM
+    ceiling that moved with the neighbours (``pytest_charz.profile.probe``) from a steady one."""
+    from pytest_charz.kernels import cpu
+
+    threads = size_plan.threads
+    size = min(beyond_llc_bytes(size_plan), PROBE_MAX_BYTES)
+    _probe_read(charz, cpu.read_buffer(size, seed=_seed(charz), threads=threads), threads, where)
+    chain = cpu.chase_build(size // CHASE_LINE_BYTES, CHASE_LINE_BYTES, seed=_seed(charz), pattern="page-local")
+    steps = 200_000
+    position = [0]
+
+    def walk() -> None:
+        position[0] = cpu.chase(chain, steps, position[0])
+
+    charz.measure(walk, work=Work(accesses=steps, op="probe",
+                                  shape={"probe": "dram-latency", "where": where, "working_set_bytes": chain.nbytes,
+                                         "line_bytes": CHASE_LINE_BYTES, "steps": steps}), name="latency")
+
+
+@pytest.mark.charz(noise=0.03, max_time=0.25, quick={"max_time": 0.1})
+def test_probe_start_cpu(charz: Any, device: Any, size_plan: Any) -> None:
+    if size_plan.backend != "cpu":
+        pytest.skip("the DRAM probe reads host memory")
+    dram_probe(charz, size_plan, "start")
+
+
 # ---------------------------------------------------------------- STREAM, CPU
 
 
@@ -213,6 +257,13 @@ def test_read_cpu(charz: Any, device: Any, size_plan: Any, read_case: tuple[int,
     assert total[0] == pytest.approx(reps * float(np.sum(buffer)), rel=1e-9)
 
 
+@pytest.mark.charz(noise=0.03, max_time=0.25, quick={"max_time": 0.1})
+def test_probe_middle_cpu(charz: Any, device: Any, size_plan: Any) -> None:
+    if size_plan.backend != "cpu":
+        pytest.skip("the DRAM probe reads host memory")
+    dram_probe(charz, size_plan, "middle")
+
+
 # ---------------------------------------------------------------- load latency, CPU
 
 
@@ -269,6 +320,13 @@ def test_chase_cpu(charz: Any, device: Any, pytestconfig: pytest.Config, chase_c
                        **({"window_bytes": cpu.CHASE_WINDOW_BYTES} if pattern == "page-local" else {})})
     charz.measure(run, work=work)
     assert 0 <= position[0] < len(buffer) and position[0] % (CHASE_LINE_BYTES // 8) == 0
+
+
+@pytest.mark.charz(noise=0.03, max_time=0.25, quick={"max_time": 0.1})
+def test_probe_end_cpu(charz: Any, device: Any, size_plan: Any) -> None:
+    if size_plan.backend != "cpu":
+        pytest.skip("the DRAM probe reads host memory")
+    dram_probe(charz, size_plan, "end")
 
 
 # ---------------------------------------------------------------- GPU (cuda)

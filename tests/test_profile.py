@@ -226,11 +226,14 @@ def test_memory_levels_and_capacities(profile):
     assert ceiling(profile, "latency:l1")["spec"] == pytest.approx(1e-9)
     boundaries = profile["curves"]["bandwidth"]["boundaries"]
     assert [b["level"] for b in boundaries] == ["l1", "l2", "l3"]
-    # the per-core level's capacity is the total working set at its boundary over the threads
+    # the per-core level's bandwidth boundary is the total working set over the threads; where the
+    # latency curve agrees, the capacity is the geometric mean of both curves' boundaries
+    rows = {row["level"]: row for row in profile["curves"]["levels"]["rows"]}
+    assert rows["l1"]["bandwidth_bytes"] == pytest.approx(boundaries[0]["capacity_bytes"] / 2)
     l1 = ceiling(profile, "capacity:l1")
-    assert l1["value"] == pytest.approx(boundaries[0]["capacity_bytes"] / 2)
-    assert any("per core" in caveat for caveat in l1["caveats"])
-    assert ceiling(profile, "capacity:l2")["value"] == pytest.approx(boundaries[1]["capacity_bytes"])
+    assert l1["value"] == pytest.approx(math.sqrt(rows["l1"]["bandwidth_bytes"] * rows["l1"]["latency_bytes"]))
+    assert any("per core" in caveat and "both curves agree" in caveat for caveat in l1["caveats"])
+    assert rows["l2"]["bandwidth_bytes"] == pytest.approx(boundaries[1]["capacity_bytes"])
 
 
 def test_page_local_walks_set_the_latency_levels_and_random_walks_show_tlb_misses():
@@ -274,7 +277,7 @@ def test_points_that_missed_their_noise_target_do_not_make_a_level():
     found = build_profile([make_run(cases)], ["r.json"])
     dram = ceiling(found, "latency:dram")
     assert dram["value"] == pytest.approx(95e-9, rel=0.05)
-    assert any("2 point(s) of the curve missed their noise target" in c for c in dram["caveats"])
+    assert any("2 point(s) of the latency curve missed their noise target" in c for c in dram["caveats"])
     points = found["curves"]["latency"]["points"]
     assert len(points) == 30 and [p["used"] for p in points[-3:]] == [True, False, False]
     # Disturbed points counted when too few steady ones would be left.

@@ -182,3 +182,88 @@ def test_link_figures_with_one_size_or_flat_times():
     assert one.latency_s is None and one.fit is None and one.bandwidth_bytes_per_s == pytest.approx(1e10)
     flat = link_figures([1e3, 1e6], [5e-6, 5e-6])
     assert flat.bandwidth_bytes_per_s is None and flat.latency_s == pytest.approx(5e-6)
+
+
+# -- levels read from both curves and the OS's caches (profile.consensus) -------------------------
+def _consensus_profile(bandwidth_capacities, bandwidth_levels, latency_capacities, latency_levels, caches,
+                       dip=None):
+    """The profile of a run with a 2-thread read sweep and a page-local chase, with a spec whose
+    l1 and l2 are per core and l3 shared (``caches``: the OS's capacities in bytes)."""
+    from test_profile import make_case, run_dict
+
+    from pytest_charz.profile import build_profile
+    from pytest_charz.records import Run
+    from pytest_charz.targets.spec import Figure, MemoryLevel, TargetSpec
+
+    rng = np.random.default_rng(3)
+    sizes = np.geomspace(16 * KIB, 1024 * MIB, 34)
+    bandwidth = staircase(sizes, bandwidth_capacities, bandwidth_levels) * np.exp(rng.normal(0, 0.015, sizes.size))
+    if dip is not None:
+        low, high, factor = dip
+        bandwidth[(sizes >= low) & (sizes <= high)] *= factor
+    latency = staircase(sizes, latency_capacities, latency_levels)
+    cases = []
+    for size, rate, per_load in zip(sizes, bandwidth, latency):
+        size = float(round(size))
+        cases.append(make_case(f"test_read[{int(size)}]", "read", 1e9 / rate, bytes_={"l1": 1e9},
+                               shape={"working_set_bytes": size, "threads": 2}))
+        cases.append(make_case(f"test_chase[page-local-{int(size)}]", "chase", per_load * 1e6, accesses=1_000_000,
+                               shape={"working_set_bytes": size, "line_bytes": 64, "pattern": "page-local"}))
+    data = run_dict(cases)
+    spec = TargetSpec.from_json(data["target"]["spec"])
+    memory = tuple(MemoryLevel(name, name.upper(), scope, Figure(float(capacity), "sysfs"), None, None)
+                   for name, scope, capacity in zip(("l1", "l2", "l3"), ("unit", "unit", "socket"), caches))
+    data["target"]["spec"] = TargetSpec(spec.identity, spec.compute, memory + (spec.memory[-1],), spec.host_link,
+                                        spec.peer_links, spec.power, spec.sources, spec.origin).to_json()
+    return build_profile([Run.from_json(data, "synthetic")], ["r.json"])
+
+
+def _value(profile, name):
+    return next(c for c in profile["ceilings"] if c["name"] == name)
+
+
+def test_xeon_shaped_curves_give_each_level_and_a_guest_sized_l3():
+    # A Xeon guest: L1 48 KiB and L2 2 MiB per core, an L3 the OS says is 480 MiB (the host's) of
+    # which this guest's curves both see about 30 MiB.
+    found = _consensus_profile([2 * 48 * KIB, 2 * 2 * MIB, 30 * MIB], [1.2e12, 0.45e12, 0.2e12, 0.03e12],
+                               [48 * KIB, 2 * MIB, 30 * MIB], [1.2e-9, 4.5e-9, 30e-9, 120e-9],
+                               (48 * KIB, 2 * MIB, 480 * MIB))
+    assert within_factor(_value(found, "capacity:l1")["value"], 48 * KIB)
+    assert within_factor(_value(found, "capacity:l2")["value"], 2 * MIB)
+    l3 = _value(found, "capacity:l3")
+    assert within_factor(l3["value"], 30 * MIB, 1.5)
+    assert any("sees only part of the cache" in c for c in l3["caveats"])
+    bandwidths = [_value(found, f"bandwidth:{lv}")["value"] for lv in ("l1", "l2", "l3", "dram")]
+    assert bandwidths == sorted(bandwidths, reverse=True)
+    assert not any("not physical" in c for c in found["caveats"])
+
+
+def test_a_bandwidth_dip_inside_a_level_is_not_a_boundary():
+    # The recorded Zen 5 shape: L1 48 KiB, L2 1 MiB per core, L3 32 MiB; the 2-thread read curve
+    # dips inside L2 (128-256 KiB of total working set) and rises again before L2 ends.
+    found = _consensus_profile([2 * 48 * KIB, 2 * 1 * MIB, 24 * MIB], [1.08e12, 0.5e12, 0.22e12, 0.06e12],
+                               [48 * KIB, 1 * MIB, 24 * MIB], [1.2e-9, 3.5e-9, 11e-9, 130e-9],
+                               (48 * KIB, 1 * MIB, 32 * MIB), dip=(120 * KIB, 300 * KIB, 0.55))
+    for level, capacity in (("l1", 48 * KIB), ("l2", 1 * MIB), ("l3", 32 * MIB)):
+        assert within_factor(_value(found, f"capacity:{level}")["value"], capacity)
+    l2 = _value(found, "bandwidth:l2")
+    assert l2["value"] > _value(found, "bandwidth:l3")["value"]
+    assert any("not flat inside the level" in c for c in l2["caveats"])
+
+
+def test_the_recorded_zen5_run_reads_its_levels_within_2x_of_sysfs():
+    from pathlib import Path
+
+    from pytest_charz.profile import build_profile
+    from pytest_charz.run import load_run
+
+    path = Path(__file__).parent / "data" / "runs" / "amd-epyc-zen5-kvm-2vcpu.run.json.gz"
+    found = build_profile([load_run(str(path))], [path.name])
+    for level, capacity in (("l1", 48 * KIB), ("l2", 1 * MIB), ("l3", 32 * MIB)):
+        assert within_factor(_value(found, f"capacity:{level}")["value"], capacity)
+    bandwidths = [_value(found, f"bandwidth:{lv}")["value"] for lv in ("l1", "l2", "l3", "dram")]
+    assert bandwidths == sorted(bandwidths, reverse=True)
+    latencies = [_value(found, f"latency:{lv}")["value"] for lv in ("l1", "l2", "l3", "dram")]
+    assert latencies == sorted(latencies)
+    # the L3 boundaries of the two curves differ by 1.7x: said, not hidden
+    assert any("disagree" in c for c in _value(found, "capacity:l3")["caveats"])

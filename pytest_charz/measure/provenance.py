@@ -24,6 +24,41 @@ def library_versions(names: Iterable[str] = LIBRARIES) -> dict[str, str]:
     return found
 
 
+#: SIMD width in bits of the kernels of each OpenBLAS core type (``OPENBLAS_CORETYPE``, threadpoolctl's
+#: ``architecture``), lower-case; a core type not listed has an unknown width.
+OPENBLAS_CORE_VECTOR_BITS = {
+    "prescott": 128, "core2": 128, "penryn": 128, "dunnington": 128, "nehalem": 128, "atom": 128,
+    "barcelona": 128, "opteron": 128, "bobcat": 128, "sandybridge": 256, "bulldozer": 256, "piledriver": 256,
+    "steamroller": 256, "excavator": 256, "haswell": 256, "zen": 256, "skylakex": 512, "cooperlake": 512,
+    "sapphirerapids": 512, "armv8": 128, "neoversen1": 128, "neoversev1": 256, "a64fx": 512,
+}
+
+
+def core_vector_bits(core_type: str | None) -> int | None:
+    """SIMD bits of an OpenBLAS core type's kernels (``Haswell`` -> 256), None when unknown."""
+    return OPENBLAS_CORE_VECTOR_BITS.get(core_type.lower()) if core_type else None
+
+
+def blas_info() -> list[dict[str, Any]]:
+    """The BLAS libraries loaded in this process, as threadpoolctl reports them: library
+    (``internal_api``), version, kernel core type (``architecture``, OpenBLAS and BLIS), threads,
+    threading layer and the kernels' SIMD width in bits where the core type says it. Empty when
+    threadpoolctl is missing or no BLAS is loaded (it inspects loaded libraries, imports none)."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return []
+    found = []
+    for pool in threadpool_info():
+        if pool.get("user_api") != "blas":
+            continue
+        core = pool.get("architecture")
+        found.append({"internal_api": pool.get("internal_api"), "version": pool.get("version"),
+                      "architecture": core, "num_threads": pool.get("num_threads"),
+                      "threading_layer": pool.get("threading_layer"), "vector_bits": core_vector_bits(core)})
+    return found
+
+
 def cpu_model(cpuinfo_text: str | None = None) -> str:
     if cpuinfo_text is None:
         try:
@@ -70,5 +105,6 @@ def collect(suite_dir: str, command: list[str], seeds: Mapping[str, int], extra:
         "seeds": dict(seeds),
         "environment": {k: v for k, v in os.environ.items()
                         if k.startswith(("OMP_", "MKL_", "OPENBLAS_", "CUDA_VISIBLE", "HIP_VISIBLE", "ROCR_VISIBLE", "CHARZ_"))},
+        "blas": blas_info(),
         **(dict(extra) if extra else {}),
     }

@@ -12,6 +12,7 @@ Profile JSON (version 1)::
      "target": {"id", "name", "kind", "origin", "compute_units"},
      "runs": [{"path", "created", "status", "cases"}],
      "provenance": {"hosts", "os", "cpu", "python", "suite_git", "device", "libraries", "differs"},
+     "bottom_line": [{"name", "value", "unit", "fraction_of_spec", "range", "unstable", "evidence", "caveat"}],
      "ceilings": [{"name", "value", "unit", "spec", "spec_source", "fraction_of_spec",
                    "evidence": {"cases", "best_case", "samples", "discarded", "runs", "values",
                                 "conditions": {...}},
@@ -31,10 +32,13 @@ from ..errors import CharzError
 from ..formats import PROFILE
 from ..measure.clock import utc_now_iso
 from ..records import Run
+from .bottomline import bottom_line
 from .cases import evidence_of, find_ceilings
 from .figures import CaseFigures
 
 _TRANSFER_MEDIAN_KEYS = ("bandwidth", "latency_s")
+#: Runs whose figures of one ceiling spread more than this (relative to their median) make it unstable.
+RUN_STABLE = 0.05
 
 
 def check_same_target(runs: Sequence[Run], paths: Sequence[str]) -> None:
@@ -96,6 +100,13 @@ def _combine(name: str, found: list[tuple[int, CaseFigures]], run_count: int, ki
     spread = _spread_caveat(values, first.unit)
     if spread:
         caveats.append(spread)
+    # Unstable: a run's DRAM probe moved (the figure says so), or the runs differ by more than 5%.
+    unstable = any(f.extra.get("unstable") for _, f in found)
+    if len(values) > 1 and statistics.median(values) and \
+            (max(values) - min(values)) / abs(statistics.median(values)) > RUN_STABLE:
+        unstable = True
+        caveats.append(f"unstable: the runs give {min(values):.4g} to {max(values):.4g} {first.unit} (a range, "
+                       f"not one figure); see the DRAM probes' spread for the cause")
     if run_count > 1 and len(found) < run_count:
         caveats.append(f"measured in {len(found)} of {run_count} runs")
     if run_count == 1:
@@ -118,6 +129,10 @@ def _combine(name: str, found: list[tuple[int, CaseFigures]], run_count: int, ki
         fits = [f.extra["fit"] for _, f in found if f.extra.get("fit")]
         extra["fit"] = {"r2": min(fit["r2"] for fit in fits), "points": sum(fit["points"] for fit in fits)} if fits else None
     ceiling.update(extra)
+    if unstable:
+        ceiling["unstable"] = True
+    if len(values) > 1:
+        ceiling["range"] = [min(values), max(values)]
     ceiling["evidence"] = evidence
     ceiling["caveats"] = caveats
     return ceiling
@@ -171,6 +186,7 @@ def build_profile(runs: Sequence[Run], paths: Sequence[str] | None = None) -> di
             profile_caveats.append(f"{paths[index]}: run status is {run.status!r}; it may lack cases")
     if len(runs) == 1:
         profile_caveats.insert(0, "single run: no run-to-run spread is known")
+    ceilings = [_combine(name, found, len(runs), kind) for name, found in by_name.items()]
     # "version" before "kind": the order profile files have always had (and the golden files hold).
     return {
         "version": PROFILE.version,
@@ -181,7 +197,8 @@ def build_profile(runs: Sequence[Run], paths: Sequence[str] | None = None) -> di
         "runs": [{"path": path, "created": run.created, "status": run.status, "cases": len(run.cases)}
                  for path, run in zip(paths, runs)],
         "provenance": _provenance(runs),
-        "ceilings": [_combine(name, found, len(runs), kind) for name, found in by_name.items()],
+        "ceilings": ceilings,
+        "bottom_line": bottom_line(ceilings),
         "curves": _merge_curves(curves_per_run),
         "caveats": profile_caveats,
     }

@@ -18,14 +18,17 @@ from ..measure.conditions import OTHER_LOAD_SUSPICIOUS_CPUS, STEAL_FRACTION_SUSP
 from ..records import Run
 from ..units import format_bytes
 from .figures import Case, CaseFigures, SpecView, bytes_per_s, shape, time_s, usable, working_set
-from .levels import bandwidth_group, latency_levels, levels
+from .blas import annotate_gemm
+from .consensus import check_order, make_curve, read_levels
+from .levels import bandwidth_group, latency_levels, latency_per_load_s, levels, staircase_cases
+from .probe import read_probes
 
 # STREAM cases count for main-memory bandwidth when their working set exceeds this many LLCs.
 LLC_MULTIPLE = 4
 # A capacity from the bandwidth curve notes the latency curve's boundary when they differ more.
 CAPACITY_DISAGREE = 1.5
 KNOWN_OPS = ("fma", "gemm", "stream", "read", "chase", "copy", "transfer", "launch", "dispatch", "wakeup",
-             "contention")
+             "contention", "probe")
 _IDLE_REASONS = ("gpu_idle", "idle")
 
 
@@ -226,6 +229,63 @@ def _contention(cases: list[Case]) -> tuple[list[CaseFigures], dict[str, Any], l
     return figures, {"pairs": rows}, notes
 
 
+def _memory_levels(by_op: dict[str, list[Case]], spec: SpecView, curves: dict[str, Any], notes: list[str],
+                   have: list[CaseFigures]) -> list[CaseFigures]:
+    """Bandwidth, latency and capacity of each memory level from the read (or copy) and chase
+    curves: read together with the spec's caches (:mod:`.consensus`) where the spec has their
+    capacities, else each curve on its own (:mod:`.levels`). Fills ``curves`` and ``notes``."""
+    per_curve: list[CaseFigures] = []
+    capacities: dict[str, CaseFigures] = {}
+    bandwidth_curve = latency_curve = None
+    for op, key in (("read", "bandwidth"), ("copy", "copy")):
+        if not by_op.get(op):
+            continue
+        group, threads = bandwidth_group([c for c in by_op[op] if working_set(c)])
+        note = "" if op == "read" else " (copy cases)"
+        found, caps, curve = levels(group, bytes_per_s, "bandwidth", "B/s", "bandwidth_bytes_per_s", 1.0, spec, note,
+                                    threads)
+        curves[key] = {**curve, "threads": threads}
+        if op == "copy" and by_op.get("read"):
+            continue     # copies only stand in for read cases when there are none
+        per_curve.extend(found)
+        for cap in caps:
+            capacities.setdefault(cap.name, cap)
+        bandwidth_curve = make_curve(group, bytes_per_s, "bandwidth", "B/s", threads, "bandwidth_bytes_per_s", 1.0,
+                                     note)
+    if by_op.get("chase"):
+        chases = [c for c in by_op["chase"] if working_set(c)]
+        found, caps, curves["latency"], walk = latency_levels(chases, spec)
+        if walk:
+            curves["latency_random"] = walk
+        per_curve.extend(found)
+        for cap in caps:
+            kept = capacities.setdefault(cap.name, cap)
+            if kept is not cap and kept.value and cap.value and max(kept.value / cap.value,
+                                                                    cap.value / kept.value) > CAPACITY_DISAGREE:
+                kept.notes.append(f"the latency curve puts this boundary at {format_bytes(cap.value)}")
+        staircase = staircase_cases(chases)
+        local = any(shape(c).get("pattern") == "page-local" for c in staircase)
+        latency_curve = make_curve(staircase, latency_per_load_s, "latency", "s", 1, "latency_ns", 1e-9,
+                                   " (page-local walk: random order within 64 KiB windows)" if local else "")
+    reading = read_levels(bandwidth_curve, latency_curve, spec)
+    if reading is None:
+        chosen = per_curve + list(capacities.values())
+    else:
+        # The walk's note on the last latency level stays with the reading's dram figure.
+        walk_notes = [n for f in per_curve if f.name == "latency:dram" for n in f.notes if "fully random walk" in n]
+        chosen = reading.figures
+        for figure in chosen:
+            if figure.name == "latency:dram":
+                figure.notes.extend(walk_notes)
+        notes.extend(reading.notes)
+        curves["levels"] = {"rows": reading.table}
+    names = {f.name for f in have}
+    chosen = [f for f in chosen if f.name not in names]
+    order = [name for name, _ in spec.cache_levels()] + ["dram"]
+    notes.extend(check_order(have + chosen, order))
+    return chosen
+
+
 def find_ceilings(run: Run) -> tuple[list[CaseFigures], dict[str, Any], list[str]]:
     """One run's ceiling figures, curves (JSON-ready) and run-level notes."""
     spec = SpecView(run.target.spec)
@@ -247,37 +307,13 @@ def find_ceilings(run: Run) -> tuple[list[CaseFigures], dict[str, Any], list[str
     for op, quantity in (("fma", "flops"), ("gemm", "gemm")):
         if by_op.get(op):
             figures.extend(_best_rates(by_op[op], op, quantity, spec))
+    annotate_gemm(figures, run, spec)
     if by_op.get("fma") or by_op.get("gemm"):
         curves["flops"] = _flops_curve(by_op.get("fma", []) + by_op.get("gemm", []))
     if by_op.get("stream"):
         found, curves["stream"] = _stream(by_op["stream"], spec)
         figures.extend(found)
-    capacities: dict[str, CaseFigures] = {}
-    for op, key in (("read", "bandwidth"), ("copy", "copy")):
-        if not by_op.get(op):
-            continue
-        group, threads = bandwidth_group([c for c in by_op[op] if working_set(c)])
-        note = "" if op == "read" else " (copy cases)"
-        found, caps, curve = levels(group, bytes_per_s, "bandwidth", "B/s", "bandwidth_bytes_per_s", 1.0, spec, note,
-                                    threads)
-        curves[key] = {**curve, "threads": threads}
-        if op == "copy" and by_op.get("read"):
-            continue     # copies only stand in for read cases when there are none
-        have = {f.name for f in figures}
-        figures.extend(f for f in found if f.name not in have)
-        for cap in caps:
-            capacities.setdefault(cap.name, cap)
-    if by_op.get("chase"):
-        found, caps, curves["latency"], walk = latency_levels([c for c in by_op["chase"] if working_set(c)], spec)
-        if walk:
-            curves["latency_random"] = walk
-        figures.extend(found)
-        for cap in caps:
-            kept = capacities.setdefault(cap.name, cap)
-            if kept is not cap and kept.value and cap.value and max(kept.value / cap.value,
-                                                                    cap.value / kept.value) > CAPACITY_DISAGREE:
-                kept.notes.append(f"the latency curve puts this boundary at {format_bytes(cap.value)}")
-    figures.extend(capacities.values())
+    figures.extend(_memory_levels(by_op, spec, curves, notes, figures))
     if by_op.get("transfer"):
         found, curves["transfer"] = _transfers(by_op["transfer"], spec)
         figures.extend(found)
@@ -289,4 +325,10 @@ def find_ceilings(run: Run) -> tuple[list[CaseFigures], dict[str, Any], list[str
         found, curves["contention"], pair_notes = _contention(by_op["contention"])
         figures.extend(found)
         notes.extend(pair_notes)
+    if by_op.get("probe"):
+        curves["probe"], probe_notes = read_probes(by_op["probe"], figures)
+        notes.extend(probe_notes)
+    elif any(f.name == "bandwidth:dram" for f in figures):
+        notes.append("no DRAM probe in this run: whether neighbours' memory traffic moved the DRAM ceilings "
+                     "is not known")
     return [f for f in figures if f.value is None or math.isfinite(f.value)], curves, notes

@@ -62,16 +62,28 @@ def _level_names(fit: LevelFit, spec: SpecView, threads: int = 1) -> list[str | 
     return names
 
 
+def steady_cases(cases: list[Case]) -> list[Case]:
+    """The cases of a size-sorted curve that may shape its levels: points that missed their noise
+    target stay on the curve but do not shape the levels, as long as two thirds of the curve is
+    left (a disturbance during one case is not a level)."""
+    steady = [c for c in cases if "noisy" not in c.flags]
+    return steady if len(steady) >= max(2.0, 2 * len(cases) / 3) else cases
+
+
+def curve_noise(cases: list[Case]) -> float | None:
+    """The median relative CI half-width of the cases (the curve's noise), None when unknown."""
+    known = [float(c.measurement.rel_ci_halfwidth) for c in cases
+             if isinstance(c.measurement.rel_ci_halfwidth, (int, float))]
+    return statistics.median(known) if known else None
+
+
 def levels(cases: list[Case], value_of: Callable[[Case], float], quantity: str, unit: str, spec_key: str,
            spec_scale: float, spec: SpecView, source_note: str,
            threads: int = 1) -> tuple[list[CaseFigures], list[CaseFigures], dict[str, Any]]:
     """Level figures (``quantity:<level>``) and capacities (``capacity:<level>``) from one curve
     measured with ``threads`` threads sharing each working set."""
     cases = sorted(cases, key=lambda c: working_set(c) or 0.0)
-    # Points that missed their noise target stay on the curve but do not shape the levels, as
-    # long as two thirds of the curve is left: a disturbance during one case is not a level.
-    steady = [c for c in cases if "noisy" not in c.flags]
-    fitted = steady if len(steady) >= max(2.0, 2 * len(cases) / 3) else cases
+    fitted = steady_cases(cases)
     used = {id(c) for c in fitted}
     points = [{"case": c.id, "working_set_bytes": working_set(c) or 0.0, "value": value_of(c),
                "used": id(c) in used} for c in cases]
@@ -81,9 +93,7 @@ def levels(cases: list[Case], value_of: Callable[[Case], float], quantity: str, 
     values = [value_of(c) for c in cases]
     if len({s for s in sizes}) < 2 or not all(s > 0 for s in sizes):
         return [], [], curve
-    noises = [c.measurement.rel_ci_halfwidth for c in cases]
-    known = [float(n) for n in noises if isinstance(n, (int, float))]
-    fit = detect_levels(sizes, values, noise=statistics.median(known) if known else None)
+    fit = detect_levels(sizes, values, noise=curve_noise(cases))
     names = _level_names(fit, spec, threads)
     levels, capacities = [], []
     for i, (plateau, name) in enumerate(zip(fit.plateaus, names)):
@@ -129,6 +139,7 @@ def latency_levels(cases: list[Case], spec: SpecView) -> tuple[list[CaseFigures]
     and the last level's figure says what such a walk cost at the largest working set."""
     local = [c for c in cases if shape(c).get("pattern") == "page-local"]
     walk = [c for c in cases if shape(c).get("pattern") != "page-local"] if local else []
+    # (staircase_cases gives the same choice to the reading that uses both curves)
     note = " (page-local walk: random order within 64 KiB windows)" if local else ""
     found, caps, curve = levels(local or cases, _latency_s, "latency", "s", "latency_ns", 1e-9, spec, note)
     if not walk:
@@ -156,3 +167,14 @@ def _latency_s(case: Case) -> float:
     """Seconds per dependent load of a chase case (its whole time when it counts no loads)."""
     accesses = case.work.accesses
     return time_s(case) / accesses if accesses else time_s(case)
+
+
+def staircase_cases(cases: list[Case]) -> list[Case]:
+    """The chase cases that make the latency staircase: the page-local walks when there are some."""
+    local = [c for c in cases if shape(c).get("pattern") == "page-local"]
+    return local or cases
+
+
+def latency_per_load_s(case: Case) -> float:
+    """Seconds per dependent load of a chase case (see :func:`latency_levels`)."""
+    return _latency_s(case)

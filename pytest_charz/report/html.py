@@ -4,7 +4,7 @@ from __future__ import annotations
 import html
 from typing import Any, Mapping, Sequence
 
-from .markdown import ceiling_rows
+from .markdown import bottom_line_rows, ceiling_rows
 
 #: The page style of every HTML report (profiles, validation): inline, so each file stands alone.
 CSS = """
@@ -59,8 +59,12 @@ def render_html(profile: Mapping[str, Any]) -> str:
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{html.escape(str(title))}</title><style>{CSS}</style></head><body>",
-        f"<h1>{html.escape(str(title))}</h1>", _meta(profile),
+        f"<h1>{html.escape(str(title))}</h1>",
     ]
+    line_headers, line_rows = bottom_line_rows(profile)
+    if line_rows:
+        parts.append("<h2>Bottom line</h2>" + _table(line_headers, line_rows))
+    parts.append(_meta(profile))
     if profile.get("caveats"):
         parts.append("<h2>Caveats</h2><ul>" + "".join(
             f'<li class="caveat">{html.escape(c)}</li>' for c in profile["caveats"]) + "</ul>")

@@ -158,10 +158,29 @@ def summary_lines(profile: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def bottom_line_rows(profile: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """Headers and rows of the bottom line: the figures to act on, evidence and first caveat."""
+    rows = []
+    for row in profile.get("bottom_line") or ():
+        unit = row.get("unit") or ""
+        value = format_value(row.get("value"), unit)
+        if row.get("range"):
+            value += f" (runs: {format_value(row['range'][0], unit)} .. {format_value(row['range'][1], unit)})"
+        fraction = row.get("fraction_of_spec")
+        rows.append([row["name"] + (" (unstable)" if row.get("unstable") else ""), value,
+                     f"{100 * fraction:.0f}%" if fraction is not None else "-", row.get("evidence") or "-",
+                     row.get("caveat") or "-"])
+    return ["figure", "value", "% of spec", "evidence", "caveat"], rows
+
+
 def render_markdown(profile: Mapping[str, Any]) -> str:
     """The whole profile as a Markdown document."""
     target = profile.get("target") or {}
-    out = [f"# Capability profile: {target.get('name') or target.get('id')}", "", *summary_lines(profile), ""]
+    out = [f"# Capability profile: {target.get('name') or target.get('id')}", ""]
+    headers, rows = bottom_line_rows(profile)
+    if rows:
+        out += ["## Bottom line", "", render_table(headers, rows), ""]
+    out += [*summary_lines(profile), ""]
     if profile.get("caveats"):
         out += ["## Caveats", "", *[f"- {c}" for c in profile["caveats"]], ""]
     headers, rows = ceiling_rows(profile)
