@@ -16,8 +16,11 @@ __all__ = [
     "SpecError",
     "UsageError",
     "Work",
+    "build",
+    "capture",
     "load_target",
     "predict",
+    "predict_graph",
     "__version__",
 ]
 
@@ -34,3 +37,24 @@ def predict(*args: Any, **kwargs: Any) -> Any:
     from .prediction import predict as _predict
 
     return _predict(*args, **kwargs)
+
+
+def build(*args: Any, **kwargs: Any) -> Any:
+    """The op graph of a known model's phase: see :func:`pytest_charz.workloads.builders.build`."""
+    from .workloads.builders import build as _build
+
+    return _build(*args, **kwargs)
+
+
+def capture(*args: Any, **kwargs: Any) -> Any:
+    """The op graph of a PyTorch module's forward: see :func:`pytest_charz.workloads.capture.capture`."""
+    from .workloads.capture import capture as _capture
+
+    return _capture(*args, **kwargs)
+
+
+def predict_graph(*args: Any, **kwargs: Any) -> Any:
+    """Predict an op graph op by op and schedule it: see :func:`pytest_charz.workloads.predict.predict_graph`."""
+    from .workloads.predict import predict_graph as _predict_graph
+
+    return _predict_graph(*args, **kwargs)

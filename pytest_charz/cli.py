@@ -40,6 +40,12 @@ def _calibrate(args: argparse.Namespace) -> int:
     return calibrate_command(args)
 
 
+def _workload(args: argparse.Namespace) -> int:
+    from .report.workload_command import workload_command
+
+    return workload_command(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="charz", description="pytest-charz: targets, profiles, model validation")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -74,6 +80,23 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--no-holdout", action="store_true",
                            help="fit on every case (no held-out coverage is measured)")
     calibrate.set_defaults(func=_calibrate)
+
+    from .report.workload_command import add_graph_options
+
+    workload = sub.add_parser("workload", help="AI models as op graphs: list them, show one, predict one")
+    actions = workload.add_subparsers(dest="action", required=True)
+    actions.add_parser("list", help="the known models")
+    show = actions.add_parser("show", help="a model's op graph: FLOPs, bytes, intensity per op and op class")
+    add_graph_options(show)
+    predict = actions.add_parser("predict", help="a model's latency on a target, op by op and end to end")
+    add_graph_options(predict)
+    predict.add_argument("--target", required=True, help="target id or alias (charz targets)")
+    predict.add_argument("--profile", default=None, help="capability profile JSON of the target (measured ceilings)")
+    predict.add_argument("--model", default=DEFAULT_MODEL, help=f"model name (default: {DEFAULT_MODEL})")
+    predict.add_argument("--host-dispatch-us", type=float, default=None,
+                         help="host time to dispatch one op, in us (default: the profile's launch figure "
+                              "or a PyTorch-eager constant)")
+    workload.set_defaults(func=_workload)
     return parser
 
 

@@ -2,7 +2,8 @@
 build the case's typed record, have the session's judge predict and judge it, record it."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import pytest
 
@@ -11,7 +12,7 @@ from .markers import MARKER_KEYS, VERDICT_KEYS, marker_settings, marker_verdict_
 
 if TYPE_CHECKING:
     from .measure.sampler import Measurement, SamplerSettings
-    from .records import CaseRecord
+    from .records import CaseRecord, OpTiming
     from .session import CharzSession
     from .targets.spec import TargetSpec
     from .work import Work
@@ -35,13 +36,17 @@ class CaseContext:
         self.results: list["CaseRecord"] = []
 
     def measure(self, fn: Callable[[], Any], work: "Work | None" = None, *, name: str = "",
-                **settings: Any) -> "Measurement":
+                ops: "Sequence[OpTiming]" = (), **settings: Any) -> "Measurement":
         """Measure ``fn`` (no arguments; does the case's ``work`` once per call) and record it.
 
         Keyword settings override the marker's: ``noise``, ``mode``, ``max_time``, ``min_samples``,
-        ``max_samples``, ``min_time``, ``warmup``. Returns the Measurement; the full case record
-        (conditions, achieved rates) is in ``charz.results``.
+        ``max_samples``, ``min_time``, ``warmup``. ``ops`` are the per-op timings of a workload
+        case (:class:`pytest_charz.records.OpTiming`, e.g. from one profiled run), kept in its
+        record. Returns the Measurement; the full case record (conditions, achieved rates) is in
+        ``charz.results``.
         """
+        from .records import OpTiming
+
         from .measure import conditions
         from .measure.sampler import sample
         from .work import Work
@@ -49,6 +54,9 @@ class CaseContext:
         if any(case.label == name for case in self.results):
             raise UsageError(f"{self._node.nodeid} measures twice under the same name {name!r}: give each "
                              "measurement of a test its own name= (it is part of the case's id)")
+        ops = tuple(ops)
+        if any(not isinstance(op, OpTiming) for op in ops):
+            raise UsageError(f"{self._node.nodeid}: ops must be pytest_charz.records.OpTiming values")
         if work is None:
             work = Work()
         if not isinstance(work, Work):
@@ -70,7 +78,7 @@ class CaseContext:
         judge = self._session.judge()
         prediction = judge.predict(work)
         verdict = judge.judge(case, prediction, verdict_settings.get("threshold"), verdict_settings.get("strict"))
-        case = case.judged(prediction, verdict)
+        case = replace(case.judged(prediction, verdict), ops=ops)
         self._session.record(case)
         self.results.append(case)
         if verdict.fails:

@@ -93,6 +93,27 @@ def read_json(path: str | os.PathLike[str], what: str = "JSON file") -> Any:
         raise FormatError(f"{name}: not valid JSON ({getattr(exc, 'msg', exc)}{where})") from None
 
 
+def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Parse one of the project's data files (a target of the catalogue, a model configuration);
+    SpecError naming the file when it cannot be read or is not valid TOML."""
+    import sys
+
+    from .errors import SpecError
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on Python 3.10 only
+        import tomli as tomllib
+    name = os.fspath(path)
+    try:
+        with open(name, "rb") as handle:
+            return tomllib.load(handle)
+    except OSError as exc:
+        raise SpecError(f"{name}: cannot be read ({exc.strerror or exc})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{name}: is not valid TOML ({exc})") from None
+
+
 def check_stamped(data: Any) -> None:
     """Raise ValueError unless ``data`` is a mapping with top-level ``kind`` and ``version``."""
     if not isinstance(data, Mapping) or not isinstance(data.get("kind"), str) or "version" not in data:
@@ -143,6 +164,7 @@ CALIBRATION = Format("charz-calibration", 1, "charz calibration file")
 VALIDATION = Format("charz-validation", 1, "charz validation report")
 BASELINE = Format("charz-baseline", 1, "charz baseline")
 GRAPH = Format("charz-graph", 1, "charz workload graph")
+GRAPH_PREDICTION = Format("charz-graph-prediction", 1, "charz workload graph prediction")
 # Records nested in documents.
 CASE = Format("charz-case", 1, "case record")
 WORK = Format("charz-work", 1, "Work record")

@@ -51,6 +51,28 @@ class CaseConditions:
                    Interval.from_json(data.get("interval") or {}))
 
 
+@dataclass(frozen=True)
+class OpTiming:
+    """One op of a workload case, timed inside the case: a profiled execution of the op within
+    one run of the whole (the profiler's time, seconds), matched to the op of the case's graph.
+    Not sampled like the case itself: one observation per op, beside the case's measurement."""
+
+    name: str
+    op_class: str
+    source: str
+    time_s: float
+    work: Work
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "op_class": self.op_class, "source": self.source, "time_s": self.time_s,
+                "work": self.work.to_json()}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "OpTiming":
+        return cls(str(data["name"]), str(data.get("op_class", "")), str(data.get("source", "")),
+                   float(data["time_s"]), Work.from_json(data.get("work") or {}))
+
+
 def _settings_from_json(data: Mapping[str, Any]) -> SamplerSettings:
     known = {f.name for f in fields(SamplerSettings)}
     return SamplerSettings(**{k: v for k, v in data.items() if k in known})
@@ -63,7 +85,8 @@ class CaseRecord:
     ``id`` is the node id plus ``::label`` for a named measurement; ``suite`` the suite module's
     path; ``params`` the case's parameters as JSON values; ``achieved`` the rates of ``work`` at
     the measured median (:func:`pytest_charz.work.achieved_rates`); ``peak_fraction`` those rates
-    against the target's peaks; ``flags`` what the conditions and the sampler found suspicious.
+    against the target's peaks; ``flags`` what the conditions and the sampler found suspicious;
+    ``ops`` the per-op timings of a workload case (empty for a microbenchmark).
     """
 
     id: str
@@ -81,6 +104,7 @@ class CaseRecord:
     flags: tuple[str, ...]
     prediction: "Prediction | None" = None
     verdict: "Verdict | None" = None
+    ops: tuple[OpTiming, ...] = ()
 
     @property
     def median_s(self) -> float | None:
@@ -109,6 +133,8 @@ class CaseRecord:
             "peak_fraction": dict(self.peak_fraction),
             "flags": list(self.flags),
         }
+        if self.ops:
+            data["ops"] = [op.to_json() for op in self.ops]
         if self.prediction is not None:
             data["prediction"] = self.prediction.to_json()
         if self.verdict is not None:
@@ -136,6 +162,7 @@ class CaseRecord:
                 flags=tuple(str(f) for f in data.get("flags") or ()),
                 prediction=Prediction.from_json(data["prediction"]) if data.get("prediction") else None,
                 verdict=Verdict.from_json(data["verdict"]) if data.get("verdict") else None,
+                ops=tuple(OpTiming.from_json(op) for op in data.get("ops") or ()),
             )
         except FormatError as exc:
             raise FormatError(f"{where}: {exc}") from None

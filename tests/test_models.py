@@ -14,6 +14,7 @@ from pytest_charz.models import (
     MODELS, AlphaBeta, Ceilings, Composite, Gemm, GemmParams, HierarchicalRoofline, Launch, Model, Prediction,
     Roofline, gemm_tiling, get_model, regime_of,
 )
+from pytest_charz import load_target
 from pytest_charz.prediction import predict
 from pytest_charz.targets.spec import Compute, Figure, Identity, Link, MemoryLevel, TargetSpec
 from pytest_charz.work import Collective, Work
@@ -511,3 +512,19 @@ def test_profile_fma_peak_is_the_vector_peak_and_gemm_raises_the_matrix_peak() -
     assert ceilings.peak("fp16", "fma") == pytest.approx(1.2e14)
     assert ceilings.peak("fp64", "gemm") == pytest.approx(6.0e13)       # FMA chains beat the GEMM
     assert ceilings.peak("bf16", "gemm") == pytest.approx(7.2e14)
+
+
+def test_a_one_row_gemm_is_padded_to_the_mma_granule_not_the_tile() -> None:
+    # The decode step of Llama-2-70B at tp=8: x (1 x 8192) @ W (8192 x 3584), bf16 weights.
+    m, n, k = 1, 3584, 8192
+    work = Work(flops=2.0 * m * n * k, bytes=2.0 * (k * n + m * k + m * n), dtype="bf16", op="gemm",
+                shape={"m": m, "n": n, "k": k})
+    prediction = predict(work, target="h100-sxm", model="gemm")
+    ceilings = Ceilings.from_spec(load_target("h100-sxm"))
+    (tile_m, _), _, executed = gemm_tiling(work, ceilings, GemmParams())
+    assert tile_m == 16                                    # the smallest tensor-core MMA, not a 128-row tile
+    assert prediction.bound == "memory:dram"               # reading 58.7 MB of weights is the cost
+    assert prediction.time_s == pytest.approx(work.bytes["dram"] / ceilings.bandwidth("dram"), rel=1e-6)
+    square = Work(flops=2.0 * 4096**3, bytes=3 * 2.0 * 4096**2, dtype="bf16", op="gemm",
+                  shape={"m": 4096, "n": 4096, "k": 4096})
+    assert gemm_tiling(square, ceilings, GemmParams())[0][0] >= 128   # large GEMMs keep the library's tiles

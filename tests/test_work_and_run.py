@@ -121,3 +121,19 @@ def test_a_nested_record_of_another_kind_is_a_format_error_naming_the_file(tmp_p
     path.write_text(json.dumps(run_json([case])))
     with pytest.raises(FormatError, match="bad.json.*Work"):
         load_run(str(path))
+
+
+def test_per_op_timings_of_a_workload_case_round_trip(tmp_path):
+    from dataclasses import replace
+
+    from pytest_charz.records import OpTiming
+
+    timings = (OpTiming("model.layers.0.mlp.up_proj.mm#0", "gemm", "aten.mm.default", 2.5e-5,
+                        Work(flops={"fp32": 2e6}, bytes=3e5, launches=1, op="gemm")),)
+    case = replace(make_case("w", {"op": "workload", "flops": {"fp32": 2e6}}, 1e-4), ops=timings)
+    path = str(tmp_path / "r.json")
+    writer = RunWriter(path, _run())
+    writer.add_case(case)
+    writer.finish("complete")
+    assert load_run(path).cases[0].ops == timings
+    assert "ops" not in make_case("plain", {"op": "fma"}, 1e-6).to_json()   # microbenchmarks carry none

@@ -36,6 +36,14 @@ DEFAULT_GEMM_TILES: Mapping[str, tuple[tuple[int, int], ...]] = {
     "asic": ((128, 128),),
     "cpu": ((32, 32),),
 }
+# A dimension of C smaller than the tile is not padded to the whole tile: libraries switch to
+# skinny kernels (GEMV-like for one row, as in the decode step of an LLM), padded only to the
+# granule of the hardware's smallest matrix instruction. GPU: 16 rows or columns, the smallest
+# tensor-core MMA shape (PTX ISA, mma.sync m16n8k16 / m16n8k8). CPU: 1, vector GEMV kernels
+# stream one row at a time (OpenBLAS/BLIS ?gemv). ASIC: no entry, a systolic array pads to its
+# full tile. Without this a batch-1 decode GEMM (m = 1) counted 128x its FLOPs and came out
+# compute-bound where reading its weights takes several times longer.
+SKINNY_GRANULE: Mapping[str, int] = {"gpu": 16, "cpu": 1}
 
 
 @dataclass(frozen=True)
@@ -90,6 +98,10 @@ def _shape_dim(work: Work, name: str, default: float | None = None) -> int:
     return int(math.ceil(value))
 
 
+def _round_up(value: int, granule: int) -> int:
+    return -(-value // granule) * granule
+
+
 def gemm_tiling(work: Work, ceilings: Ceilings, params: GemmParams) -> tuple[tuple[int, int], int, float]:
     """The chosen ``(tile_m, tile_n)``, the wave count and the executed (padded) FLOPs."""
     if work.op != "gemm":
@@ -102,8 +114,11 @@ def gemm_tiling(work: Work, ceilings: Ceilings, params: GemmParams) -> tuple[tup
     table = params.tiles.get(ceilings.kind)
     if not table:
         raise Uncovered(f"no GEMM tile table for target kind {ceilings.kind!r}; known: {', '.join(params.tiles)}")
+    granule = SKINNY_GRANULE.get(ceilings.kind)
     best: tuple[tuple[int, int], int, float] | None = None
     for tile_m, tile_n in table:
+        if granule is not None:
+            tile_m, tile_n = min(tile_m, _round_up(m, granule)), min(tile_n, _round_up(n, granule))
         tiles = batch * math.ceil(m / tile_m) * math.ceil(n / tile_n)
         waves = math.ceil(tiles / units)
         executed = waves * units * 2.0 * tile_m * tile_n * k

@@ -28,10 +28,10 @@ import difflib
 import functools
 import math
 import re
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from ..formats import read_toml
 from ..errors import SpecError, UsageError
 from ..work import DTYPES, MEMORY_LEVELS
 from .spec import Compute, Figure, Identity, Link, MemoryLevel, Power, TargetSpec
@@ -39,10 +39,6 @@ from .spec import Compute, Figure, Identity, Link, MemoryLevel, Power, TargetSpe
 if TYPE_CHECKING:
     from ..devices.base import VisibleDevice
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
 
 CATALOGUE_DIR = Path(__file__).with_name("catalogue")
 KINDS = ("gpu", "asic", "cpu")
@@ -244,13 +240,7 @@ class _Reader:
 def load_spec(path: str | Path) -> TargetSpec:
     """Parse and validate one target file; :class:`SpecError` names file, field and value."""
     path = Path(path)
-    try:
-        with path.open("rb") as handle:
-            data = tomllib.load(handle)
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{path}: is not valid TOML ({exc})") from None
+    data = read_toml(path)
     return _Reader(path).spec(data)
 
 

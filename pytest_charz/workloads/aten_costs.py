@@ -1,0 +1,232 @@
+"""What one aten op costs: its op class, FLOPs and useful sizes, from shapes alone.
+
+The formulas :mod:`.capture` applies to every aten op it records. They read only shapes,
+dtypes and scalar arguments, never tensor data, so they work on the ``meta`` device.
+
+FLOP conventions (one multiply-add is 2 FLOPs):
+
+* matrix products (``mm``, ``addmm``, ``bmm``, ``baddbmm``, ``_scaled_mm``, ``_grouped_mm``):
+  ``2*m*n*k`` (times the batch); bias additions are not counted.
+* ``convolution``: ``2 * output elements * in_channels/groups * kernel elements``; its backward
+  counts that once per gradient it computes (input, weight).
+* fused attention (``_scaled_dot_product_*_attention``): ``2*b*h*s_q*s_kv*(d_qk + d_v)``, i.e.
+  ``4*b*h*s_q*s_kv*d``, for the FULL score matrix even when causal; the backward counts
+  ``2*b*h*s_q*s_kv*(3*d_qk + 2*d_v)``. Causal attention is marked ``causal=True`` and the FLOPs
+  of the unmasked (lower-triangular, top-left aligned as torch's ``is_causal``) part are in
+  ``attrs["causal_flops"]`` for models that want the half count.
+* elementwise: 1 per output element (transcendentals too, marked ``transcendental=True``);
+  fills and factories (``zeros``, ``fill_``, ``arange``) 0.
+* reductions: 1 per input element; softmax 5 per element (backward 4); norms per element
+  (layer norm 5, plus 1 each for weight and bias; rms norm 3 plus 1 for weight; backward 2x).
+* gathers and copies: 0 FLOPs (scatter-adds 1 per source element).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+#: torch dtype name (``str(torch.float32)`` without ``torch.``) -> Work / TensorSpec dtype name.
+TORCH_DTYPES = {"float64": "fp64", "float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "int8": "int8",
+                "int32": "int32", "int64": "int64", "bool": "bool", "uint8": "uint8", "int16": "int16",
+                "complex64": "complex64", "complex128": "complex128"}
+#: Dtypes whose arithmetic counts no FLOPs (index and mask arithmetic).
+NO_FLOP_DTYPES = frozenset({"int64", "bool", "uint8", "int16", "complex64", "complex128"})
+
+#: Metadata-only and allocation ops: they make no op (their outputs alias their inputs or hold nothing yet).
+FOLDED = frozenset({
+    "view", "_unsafe_view", "reshape", "_reshape_alias", "expand", "t", "transpose", "permute", "squeeze",
+    "unsqueeze", "slice", "select", "alias", "detach", "as_strided", "empty", "empty_like", "empty_strided",
+    "new_empty", "new_empty_strided", "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "lift_fresh",
+    "lift_fresh_copy", "split", "split_with_sizes", "chunk", "unbind", "narrow", "diagonal", "unfold", "view_as",
+    "view_as_real", "view_as_complex", "resolve_conj", "resolve_neg", "_local_scalar_dense", "is_same_size",
+    "_to_dense", "conj", "_conj", "_neg_view", "numpy_T", "mT", "movedim", "expand_as", "set_", "resize_",
+    "_assert_async", "_assert_tensor_metadata", "_functional_assert_async", "record_stream", "_nested_tensor_size",
+})
+GEMMS = frozenset({"mm", "addmm", "_scaled_mm", "_addmm_activation", "_grouped_mm"})
+BMMS = frozenset({"bmm", "baddbmm"})
+CONVS = frozenset({"convolution", "_convolution", "cudnn_convolution", "_slow_conv2d_forward",
+                   "convolution_overrideable", "mkldnn_convolution", "_nnpack_spatial_convolution"})
+ATTENTION = frozenset({"_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+                       "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention_for_cpu",
+                       "_scaled_dot_product_fused_attention_overrideable", "scaled_dot_product_attention"})
+ATTENTION_BACKWARD = frozenset(name + "_backward" for name in ATTENTION)
+SOFTMAX = {"_softmax": 5, "_safe_softmax": 5, "_log_softmax": 5, "softmax": 5, "log_softmax": 5,
+           "_softmax_backward_data": 4, "_log_softmax_backward_data": 4}
+NORMS = frozenset({"native_layer_norm", "native_layer_norm_backward", "native_batch_norm",
+                   "_native_batch_norm_legit", "_native_batch_norm_legit_no_training", "native_batch_norm_backward",
+                   "native_group_norm", "native_group_norm_backward", "_fused_rms_norm", "_fused_rms_norm_backward"})
+REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "max", "min", "prod", "var", "std", "var_mean", "std_mean",
+                        "linalg_vector_norm", "norm", "argmax", "argmin", "logsumexp", "any", "all", "cumsum",
+                        "cumprod", "topk", "nll_loss_forward", "nll_loss2d_forward", "aminmax", "count_nonzero",
+                        "histc", "kthvalue", "median", "mode"})
+GATHERS = frozenset({"embedding", "index_select", "index", "gather", "take", "_embedding_bag"})
+SCATTERS = frozenset({"embedding_dense_backward", "index_add", "index_put", "_index_put_impl", "scatter",
+                      "scatter_add", "scatter_reduce", "index_copy", "index_fill", "masked_scatter",
+                      "nll_loss_backward", "nll_loss2d_backward", "index_select_backward"})
+COPIES = frozenset({"clone", "copy", "copy_", "_to_copy", "contiguous", "cat", "stack", "repeat",
+                    "repeat_interleave", "expand_copy", "permute_copy", "transpose_copy", "view_copy", "flip",
+                    "roll", "constant_pad_nd", "_unsafe_index", "select_backward", "slice_backward", "_copy_from",
+                    "_copy_from_and_resize"})
+FILLS = frozenset({"zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "fill", "zero", "new_zeros",
+                   "new_ones", "new_full", "arange", "scalar_tensor", "eye", "linspace", "rand", "randn",
+                   "randint", "normal", "uniform", "bernoulli", "rand_like", "randn_like", "randperm"})
+TRANSCENDENTAL = frozenset({"exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "sin", "cos", "tan", "tanh",
+                            "sigmoid", "silu", "gelu", "erf", "erfc", "erfinv", "rsqrt", "sqrt", "pow", "softplus",
+                            "mish", "elu", "selu", "celu", "logit", "atan", "atan2", "asin", "acos", "sinh", "cosh",
+                            "silu_backward", "gelu_backward", "tanh_backward", "sigmoid_backward", "mish_backward",
+                            "softplus_backward", "elu_backward", "_foreach_sqrt", "_foreach_exp", "reciprocal"})
+#: Ops whose outputs depend on tensor values in shape or control flow; a graph that contains one
+#: follows its input data (see :mod:`.capture`).
+DATA_DEPENDENT = frozenset({"nonzero", "masked_select", "_unique2", "unique_dim", "unique_consecutive",
+                            "_local_scalar_dense", "equal", "is_nonzero", "bincount"})
+
+
+@dataclass(frozen=True)
+class AtenCost:
+    """What one recorded aten op costs: its op class, FLOPs (of the op's input dtype), useful
+    sizes for ``Work.shape`` and facts for ``Op.attrs``."""
+
+    op_class: str
+    flops: float = 0.0
+    shape: Mapping[str, float] = field(default_factory=dict)
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+
+
+def base_name(func: Any) -> str:
+    """``aten.mm.default`` -> ``mm``; in-place variants keep no underscore (``add_`` -> ``add``)."""
+    name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
+    if name.endswith("_") and not name.endswith("__") and name.rstrip("_") and name != "copy_":
+        name = name[:-1]
+    return name
+
+
+def argument(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any], name: str, default: Any = None) -> Any:
+    """The value of the argument ``name`` of an aten call, positional or keyword."""
+    if name in kwargs:
+        return kwargs[name]
+    for index, arg in enumerate(func._schema.arguments):
+        if arg.name == name:
+            return args[index] if index < len(args) else default
+    return default
+
+
+def _numel(shape: Sequence[int]) -> int:
+    return math.prod(int(n) for n in shape)
+
+
+def attention_cost(q: Sequence[int], k: Sequence[int], v: Sequence[int], causal: bool, backward: bool = False,
+                   masked: bool = False) -> AtenCost:
+    """Cost of a fused attention over ``q`` (b, h, s_q, d), ``k`` (b, h_kv, s_kv, d) and ``v``
+    (b, h_kv, s_kv, d_v): the full score matrix (see the module docstring), with the causal part
+    in ``attrs["causal_flops"]``."""
+    *lead, s_q, d_qk = (int(n) for n in q)
+    s_kv, d_v = int(k[-2]), int(v[-1])
+    batch_heads = _numel(lead)
+    per_pair = 2 * (3 * d_qk + 2 * d_v) if backward else 2 * (d_qk + d_v)
+    flops = batch_heads * s_q * s_kv * per_pair
+    shape = {"batch": int(lead[0]) if lead else 1, "heads": int(lead[-1]) if len(lead) > 1 else 1,
+             "kv_heads": int(k[-3]) if len(k) > 2 else 1, "seq_q": s_q, "seq_kv": s_kv, "head_dim": d_qk}
+    attrs: dict[str, Any] = {"causal": bool(causal), "fused": True}
+    if backward:
+        attrs["backward"] = True
+    if masked:
+        attrs["masked"] = True  # an explicit mask: which entries it hides is data, not counted
+    if causal:
+        # torch's is_causal keeps the top-left-aligned lower triangle of the (s_q, s_kv) scores.
+        pairs = s_q * (s_q + 1) // 2 if s_q <= s_kv else s_kv * (s_kv + 1) // 2 + (s_q - s_kv) * s_kv
+        attrs["causal_flops"] = float(batch_heads * pairs * per_pair)
+    return AtenCost("attention", float(flops), shape, attrs)
+
+
+def _gemm(name: str, shapes: list[tuple[int, ...]], out: list[tuple[int, ...]]) -> AtenCost:
+    if name == "_grouped_mm":
+        a, b = shapes[0], shapes[1]
+        n, k = out[0][-1], a[-1]
+        # 2D x 2D (a weight gradient): the groups split the contraction, so each row of a is used once
+        rows = a[0] if len(a) == 2 and len(b) == 2 else _numel(out[0][:-1])
+        return AtenCost("gemm", 2.0 * rows * k * n, {"m": rows, "n": n, "k": k, "groups": b[0] if len(b) == 3 else 1},
+                        {"grouped": True})
+    a, b = (shapes[1], shapes[2]) if name == "addmm" or name == "_addmm_activation" else (shapes[0], shapes[1])
+    m, k, n = a[0], a[1], b[1]
+    return AtenCost("gemm", 2.0 * m * n * k, {"m": m, "n": n, "k": k})
+
+
+def _conv(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any], out_shape: Sequence[int],
+          backward: bool) -> AtenCost:
+    """``out_shape`` is the convolution's output (for the backward: the gradient of it)."""
+    offset = 1 if backward else 0  # convolution_backward(grad_output, input, weight, ...)
+    x, w = tuple(args[offset].shape), tuple(args[offset + 1].shape)
+    transposed = bool(argument(func, args, kwargs, "transposed", False))
+    groups = int(argument(func, args, kwargs, "groups", 1) or 1)
+    if transposed:  # each input point meets the whole filter
+        per_pass = 2.0 * x[0] * _numel(x[2:]) * _numel(w)
+    else:  # each output point: in_channels/groups * kernel elements multiply-adds
+        per_pass = 2.0 * _numel(out_shape) * _numel(w[1:])
+    shape = {"batch": x[0], "in_channels": x[1], "out_channels": w[1] * groups if transposed else w[0],
+             "kernel": _numel(w[2:]), "groups": groups}
+    if backward:
+        mask = argument(func, args, kwargs, "output_mask", [True, True, True])
+        return AtenCost("conv", per_pass * (int(bool(mask[0])) + int(bool(mask[1]))), shape, {"backward": True})
+    return AtenCost("conv", per_pass, shape)
+
+
+def aten_cost(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any], inputs: Sequence[Any],
+              outputs: Sequence[Any]) -> AtenCost | None:
+    """The cost of one aten call, or None when it is folded away (a view, metadata or an
+    allocation). ``inputs``/``outputs`` are the call's tensor arguments and results."""
+    name = base_name(func)
+    if name in FOLDED or getattr(func, "is_view", False):
+        return None
+    in_shapes = [tuple(t.shape) for t in inputs]
+    out_shapes = [tuple(t.shape) for t in outputs]
+    out_elems = float(sum(_numel(s) for s in out_shapes))
+    in_elems = float(sum(_numel(s) for s in in_shapes))
+    first_out = {"elements": out_elems}
+    if name in GEMMS:
+        return _gemm(name, in_shapes, out_shapes)
+    if name in BMMS:
+        a, b = (in_shapes[1], in_shapes[2]) if name == "baddbmm" else (in_shapes[0], in_shapes[1])
+        batch, m, k, n = a[0], a[1], a[2], b[2]
+        return AtenCost("bmm", 2.0 * batch * m * n * k, {"batch": batch, "m": m, "n": n, "k": k})
+    if name in CONVS:
+        return _conv(func, args, kwargs, out_shapes[0], backward=False)
+    if name == "convolution_backward":
+        return _conv(func, args, kwargs, tuple(args[0].shape), backward=True)
+    if name in ATTENTION or name in ATTENTION_BACKWARD:
+        backward = name in ATTENTION_BACKWARD
+        q, k, v = (in_shapes[1], in_shapes[2], in_shapes[3]) if backward else (in_shapes[0], in_shapes[1], in_shapes[2])
+        causal = bool(argument(func, args, kwargs, "is_causal", False))
+        return attention_cost(q, k, v, causal, backward=backward)
+    if name in SOFTMAX:
+        return AtenCost("softmax", SOFTMAX[name] * out_elems, first_out)
+    if name in NORMS:
+        elems = float(_numel(in_shapes[1] if name.endswith("_backward") else in_shapes[0]))
+        per = 3.0 if "rms" in name else 5.0
+        affine = sum(1 for t in inputs[1:3] if t is not None and t.dim() >= 1)
+        flops = elems * (per + affine) * (2.0 if name.endswith("_backward") else 1.0)
+        kind = next(k for k in ("rms", "layer", "batch", "group") if k in name)
+        return AtenCost("norm", flops, {"elements": elems}, {"kind": kind})
+    if name in REDUCTIONS:
+        return AtenCost("reduction", float(_numel(in_shapes[0])) if in_shapes else in_elems, {"elements": in_elems})
+    if name in GATHERS:
+        return AtenCost("embedding", 0.0, first_out, {"gather": True})
+    if name in SCATTERS:
+        src = float(_numel(in_shapes[-1])) if in_shapes else 0.0
+        adds = name in ("embedding_dense_backward", "index_add", "scatter_add", "index_put", "_index_put_impl")
+        return AtenCost("embedding", src if adds else 0.0, {"elements": src}, {"scatter": True})
+    if name in COPIES:
+        permutes = any(not t.is_contiguous() for t in inputs) and all(t.is_contiguous() for t in outputs) \
+            and name in ("clone", "copy_", "copy", "contiguous", "_to_copy")
+        attrs = {"cast": True} if name == "_to_copy" and inputs and outputs and inputs[0].dtype != outputs[0].dtype else {}
+        return AtenCost("transpose" if permutes else "copy", 0.0, first_out, attrs)
+    if name in FILLS:
+        return AtenCost("elementwise", 0.0, first_out, {"fill": True})
+    if name in DATA_DEPENDENT or name in ("sort", "argsort", "multinomial"):
+        return AtenCost("other", 0.0, first_out, {"data_dependent": name in DATA_DEPENDENT})
+    if name.startswith("_foreach_"):
+        return AtenCost("elementwise", out_elems or in_elems, first_out, {"foreach": True})
+    attrs = {"transcendental": True} if name in TRANSCENDENTAL else {}
+    if not outputs:
+        return AtenCost("other", 0.0, {}, {})
+    return AtenCost("elementwise", out_elems, first_out, attrs)

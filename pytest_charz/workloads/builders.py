@@ -1,0 +1,246 @@
+"""Analytical op graphs of published models: ``build(model, phase, ...) -> Graph``.
+
+Decoder LLMs (llama, mistral, mixtral, gpt2) build in three phases:
+
+- ``prefill``: ``batch`` sequences of ``seq`` new tokens (after ``context`` cached ones, 0 by
+  default: a chunked prefill when given), K/V written to the cache, logits for every token (what
+  a transformers forward computes);
+- ``decode``: one new token per sequence against ``context`` cached tokens: the cache is read
+  (``context + 1`` positions, the new one included) and the new K/V written; with a sliding
+  window (Mistral) the cache is a rolling buffer of ``window`` positions;
+- ``train``: the forward over ``seq`` tokens, a softmax cross-entropy loss, the backward pass and
+  an AdamW step (:mod:`.builders_train`).
+
+Encoders (bert, vit) build in phase ``forward`` (BERT over ``seq`` tokens; ViT over its image's
+patches and class token, so ``seq`` is not given).
+
+Counting rules and dtypes are those of :mod:`.builders_ops`: the full attention score matrix is
+counted (also under the causal mask; ``attrs["flops_causal_half"]`` holds the masked count), and
+norms and softmax accumulate in fp32. ``tp`` builds the graph of one tensor-parallel rank: its
+share of weights, FLOPs and bytes, with the all-reduces after the attention output and MLP down
+projections (:mod:`.builders_layers`). The LM head is vocabulary parallel, its logits gathered
+(one ``all-gather``); the embedding table is replicated (a lookup reads only the looked-up rows).
+Op names are the transformers module paths; ``attrs["params"]`` the parameters each op owns.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import UsageError
+from .builders_layers import (
+    NAMES,
+    LayerBuilder,
+    LayerShape,
+    heads_per_rank,
+    padded,
+    vit_tokens,
+)
+from .builders_ops import (
+    PRECISIONS,
+    Precision,
+    collective,
+    elementwise,
+    embedding,
+    gemm,
+    norm,
+)
+from .builders_train import backward_ops, optimizer_ops
+from .graph import Graph, Op
+from .model_configs import DECODER_FAMILIES, ModelConfig, load_config
+
+DECODER_PHASES = ("prefill", "decode", "train")
+ENCODER_PHASES = ("forward",)
+NOTES = ("attention FLOPs count the full score matrix (causal half in attrs flops_causal_half)",
+         ("norms and softmax accumulate in fp32; activations, KV cache and norm weights are stored in the "
+          "activation dtype (bf16 when dtype is fp8)"),
+         "bytes: every operand of every op moves to or from dram once (no cache reuse between ops)")
+
+
+def phases(config: str | ModelConfig) -> tuple[str, ...]:
+    """The phases ``config`` builds in."""
+    return DECODER_PHASES if load_config(config).is_decoder else ENCODER_PHASES
+
+
+def _positive_int(name: str, value: Any, what: str = "") -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise UsageError(f"{name} must be a positive integer{what}, got {value!r}")
+    return value
+
+
+def check_phase(config: ModelConfig, phase: str) -> str:
+    valid = phases(config)
+    if phase not in valid:
+        raise UsageError(f"phase of {config.id} ({config.family}) must be one of {', '.join(valid)}; got {phase!r}")
+    return phase
+
+
+def check_tp(config: ModelConfig, tp: Any) -> int:
+    """``tp`` if it shards the heads, K/V heads and MLP of ``config`` evenly."""
+    _positive_int("tp", tp)
+    heads, kv_heads, inter = config.num_heads, config.num_kv_heads, config.intermediate_size
+    valid = [n for n in range(1, heads + 1) if heads % n == 0 and inter % n == 0 and (kv_heads % n == 0 or n % kv_heads == 0)]
+    if tp not in valid:
+        raise UsageError(f"tp={tp} does not shard {config.id} ({heads} heads, {kv_heads} K/V heads, intermediate "
+                         f"{inter}) evenly; valid: {', '.join(map(str, valid))}")
+    return tp
+
+
+def _tokens(config: ModelConfig, phase: str, seq: Any, context: Any) -> tuple[int, int]:
+    """(new tokens per sequence, cached tokens before them), checked for the phase."""
+    if config.family == "vit":
+        if seq is not None or context is not None:
+            raise UsageError(f"{config.id} takes no seq or context: its {vit_tokens(config)} tokens follow from "
+                             f"image_size and patch_size; got seq={seq!r}, context={context!r}")
+        return vit_tokens(config), 0
+    if phase == "decode":
+        if seq not in (None, 1):
+            raise UsageError(f"decode adds one token per sequence; seq must be omitted or 1, got {seq!r}")
+        if context is None:
+            raise UsageError("decode needs context, the number of cached tokens (a positive integer)")
+        return 1, _positive_int("context", context, " for decode")
+    if seq is None:
+        raise UsageError(f"{phase} needs seq, the tokens per sequence (a positive integer)")
+    _positive_int("seq", seq, f" for {phase}")
+    if context is not None and (phase != "prefill" or not isinstance(context, int) or isinstance(context, bool)
+                                or context < 0):
+        raise UsageError(f"context is only for prefill (a non-negative integer of cached tokens) and decode; "
+                         f"got context={context!r} for {phase}")
+    return seq, context or 0
+
+
+def _check_positions(config: ModelConfig, positions: int) -> None:
+    # Learned position tables end at max_position_embeddings; RoPE models only leave their
+    # trained range, which a builder can still count.
+    limit = config.get("max_position_embeddings")
+    if config.family in ("gpt2", "bert") and positions > limit:
+        raise UsageError(f"{config.id} has {limit} learned positions; seq + context = {positions} exceeds them")
+
+
+def _embed(config: ModelConfig, p: Precision, m: int, tp: int) -> list[Op]:
+    """The input embedding ops, the last one's output being the first layer's input."""
+    hidden = config.hidden_size
+    if config.family in ("llama", "mistral", "mixtral"):
+        return [embedding("model.embed_tokens", m, config.vocab_size, hidden, p)]
+    if config.family == "gpt2":
+        positions = config.get("max_position_embeddings")
+        return [embedding("transformer.wte", m, config.vocab_size, hidden, p),
+                embedding("transformer.wpe", m, positions, hidden, p),
+                elementwise("transformer.embed_add", "add", m * hidden, 2, p, ("transformer.wte", "transformer.wpe"))]
+    if config.family == "bert":
+        names = ("embeddings.word_embeddings", "embeddings.position_embeddings", "embeddings.token_type_embeddings")
+        rows = (config.vocab_size, config.get("max_position_embeddings"), config.get("type_vocab_size"))
+        ops = [embedding(name, m, table, hidden, p) for name, table in zip(names, rows)]
+        ops.append(elementwise("embeddings.add", "add", m * hidden, 3, p, names))
+        ops.append(norm("embeddings.LayerNorm", "layernorm", m, hidden, p, ("embeddings.add",)))
+        return ops
+    # ViT: the patch projection is a stride-p convolution, i.e. a gemm over patches.
+    channels, patch = int(config.get("num_channels")), int(config.get("patch_size"))
+    tokens = vit_tokens(config)
+    batch = m // tokens
+    patches = batch * (tokens - 1)
+    conv = gemm("embeddings.patch_embeddings.projection", patches, hidden, channels * patch * patch, p, (),
+                bias=True, op_class="conv")
+    add = elementwise("embeddings.add_position", "add", m * hidden, 1, p, (conv.name,),
+                      extra_read_bytes=tokens * hidden * p.act_bytes,
+                      attrs={"params": tokens * hidden + hidden})  # position table and class token
+    return [conv, add]
+
+
+def _head(config: ModelConfig, p: Precision, phase: str, m: int, batch: int, tp: int, x: str) -> list[Op]:
+    """Final norm and LM head (decoders) or final norm and pooler (encoders)."""
+    hidden = config.hidden_size
+    if config.family in ("bert", "vit"):
+        ops: list[Op] = []
+        if config.family == "vit":
+            ops.append(norm("layernorm", "layernorm", m, hidden, p, (x,)))
+            x = "layernorm"
+        # The pooler reads the first token of each sequence.
+        ops.append(gemm("pooler.dense", batch, hidden, hidden, p, (x,), bias=True))
+        ops.append(elementwise("pooler.activation", "tanh", batch * hidden, 1, p, ("pooler.dense",)))
+        return ops
+    final = "transformer.ln_f" if config.family == "gpt2" else "model.norm"
+    kind = "layernorm" if config.family == "gpt2" else "rmsnorm"
+    vocab = padded(config.vocab_size, tp)
+    tied = config.tied_embeddings
+    head = gemm("lm_head", m, vocab, hidden, p, (final,), high_precision=True, params=0 if tied else vocab * hidden,
+                attrs={"tied": tied, "logits_tokens": m})
+    ops = [norm(final, kind, m, hidden, p, (x,)), head]
+    if tp > 1 and phase != "train":  # training computes a vocabulary-parallel loss instead
+        ops.append(collective("lm_head.all_gather", "all-gather", m * vocab * p.act_bytes, tp, ("lm_head",)))
+    return ops
+
+
+def _loss(config: ModelConfig, p: Precision, m: int, tp: int, x: str) -> list[Op]:
+    vocab = padded(config.vocab_size, tp)
+    ops = [elementwise("loss", "softmax", m * vocab, 1, p, (x,))]
+    if tp > 1:  # vocabulary-parallel cross-entropy: all-reduce each token's max and sum (fp32)
+        ops.append(collective("loss.all_reduce", "all-reduce", 2 * m * 4, tp, ("loss",)))
+    return ops
+
+
+def build(name_or_config: str | ModelConfig, phase: str, batch: int = 1, seq: int | None = None,
+          context: int | None = None, dtype: str | None = None, tp: int = 1, fused_attention: bool = True,
+          num_layers: int | None = None) -> Graph:
+    """The op graph of one tensor-parallel rank of a model in ``phase``.
+
+    ``dtype`` defaults to the config's (``fp32``, ``bf16``, ``fp16`` or ``fp8``); ``num_layers``
+    builds fewer (or more) layers than published; ``fused_attention=False`` splits attention into
+    a score bmm, a softmax and a value bmm. Raises :class:`UsageError` naming the bad argument and
+    what is valid.
+    """
+    config = load_config(name_or_config)
+    check_phase(config, phase)
+    dtype = config.default_dtype if dtype is None else dtype
+    if dtype not in PRECISIONS:
+        raise UsageError(f"dtype must be one of {', '.join(PRECISIONS)}; got {dtype!r}")
+    _positive_int("batch", batch)
+    check_tp(config, tp)
+    if num_layers is not None:
+        config = config.replace_fields(num_hidden_layers=_positive_int("num_layers", num_layers))
+    s_q, cached = _tokens(config, phase, seq, context)
+    _check_positions(config, s_q + cached)
+    p = PRECISIONS[dtype]
+    window = config.get("sliding_window")
+    s_kv = s_q + cached
+    if phase == "decode" and window is not None:
+        s_kv = min(s_kv, window)  # the rolling-buffer cache holds the last `window` positions
+    shape = LayerShape(batch=batch, s_q=s_q, s_kv=s_kv, tp=tp, fused=fused_attention,
+                       causal=config.is_decoder and phase != "decode", cache=phase in ("prefill", "decode"),
+                       window=window if phase != "decode" else None)
+    m = shape.tokens
+    ops = _embed(config, p, m, tp)
+    layers = LayerBuilder(config, p, shape, ops)
+    x = ops[-1].name
+    for i in range(config.num_layers):
+        x = layers.build(i, x)
+    ops.extend(_head(config, p, phase, m, batch, tp, x))
+    if phase == "train":
+        forward = list(ops)
+        ops.extend(_loss(config, p, m, tp, "lm_head"))
+        backward = backward_ops(forward, ops[-1].name, p, m, config.hidden_size, tp)
+        ops.extend(backward)
+        ops.extend(optimizer_ops(forward, backward, p))
+    heads, kv_heads = heads_per_rank(config, tp)
+    params = {"model": config.id, "family": config.family, "batch": batch, "seq": s_q, "context": cached,
+              "dtype": dtype, "tp": tp, "fused_attention": fused_attention, "num_layers": config.num_layers,
+              "heads_per_rank": heads, "kv_heads_per_rank": kv_heads}
+    return Graph(name=config.id, phase=phase, ops=tuple(ops), params=params, notes=NOTES)
+
+
+def graph_parameters(graph: Graph) -> int:
+    """Parameters the graph's rank owns (each counted once: a tied LM head owns none)."""
+    return sum(int(op.attrs.get("params", 0)) for op in graph.ops)
+
+
+def weight_bytes(graph: Graph) -> float:
+    """Bytes of weights the graph's ops read (a lookup reads only its rows; MoE only active experts)."""
+    return sum(float(op.attrs.get("weight_bytes", 0.0)) for op in graph.ops)
+
+
+def layer_prefix(config: str | ModelConfig, layer: int) -> str:
+    """The module path of layer ``layer`` (``model.layers.3``), the prefix of its ops' names."""
+    return NAMES[load_config(config).family]["layer"].format(i=layer)
+
+
+__all__ = ["DECODER_FAMILIES", "DECODER_PHASES", "ENCODER_PHASES", "build", "check_tp", "graph_parameters",
+           "layer_prefix", "phases", "weight_bytes"]

@@ -1,0 +1,265 @@
+"""capture(): aten-level op graphs of PyTorch modules, and capture_phase() for transformers models."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from pytest_charz.errors import UsageError  # noqa: E402
+from pytest_charz.workloads.capture import capture  # noqa: E402
+from pytest_charz.workloads.capture_phases import capture_phase  # noqa: E402
+from pytest_charz.workloads.graph import Graph  # noqa: E402
+
+
+def tiny_llama_config(**overrides: int) -> object:
+    sizes = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, vocab_size=256)
+    sizes.update(overrides)
+    return transformers.LlamaConfig(**sizes)
+
+
+def tiny_llama(device: str = "meta", **overrides: int) -> object:
+    torch.manual_seed(0)
+    with torch.device(device):
+        return transformers.LlamaForCausalLM(tiny_llama_config(**overrides))
+
+
+def linear_params(config: object) -> int:
+    """Weights in the linear layers of a Llama (per token, each is one multiply-add)."""
+    h, i, layers, vocab = config.hidden_size, config.intermediate_size, config.num_hidden_layers, config.vocab_size
+    head_dim = h // config.num_attention_heads
+    kv = config.num_key_value_heads * head_dim
+    per_layer = h * h + 2 * h * kv + h * h + 3 * h * i  # q, k, v, o, gate, up, down
+    return layers * per_layer + h * vocab  # + lm_head
+
+
+def gemm_flops(graph: Graph) -> float:
+    return sum(op.work.total_flops for op in graph.ops if op.op_class == "gemm")
+
+
+def attention_flops(graph: Graph) -> float:
+    return sum(op.work.total_flops for op in graph.ops if op.op_class == "attention")
+
+
+def test_a_linear_counts_2mnk_and_its_bytes() -> None:
+    graph = capture(torch.nn.Linear(16, 32), torch.randn(4, 16))
+    (op,) = graph.ops
+    assert op.op_class == "gemm" and op.source == "aten.addmm.default"
+    assert op.work.flops == {"fp32": pytest.approx(2 * 4 * 16 * 32)}
+    assert dict(op.work.shape) == {"m": 4, "n": 32, "k": 16}
+    # bias, input, weight read; output written
+    assert op.work.bytes["dram"] == pytest.approx(4 * (32 + 4 * 16 + 16 * 32 + 4 * 32))
+    assert op.work.launches == 1
+
+
+def test_an_mlp_counts_by_hand_and_deps_follow_the_data() -> None:
+    mlp = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 8))
+    graph = capture(mlp, torch.randn(5, 16))
+    assert [op.name for op in graph.ops] == ["0.addmm#0", "1.gelu#0", "2.addmm#0"]
+    assert graph.total_flops == pytest.approx(2 * 5 * 16 * 32 + 5 * 32 + 2 * 5 * 32 * 8)
+    assert graph.op("1.gelu#0").attrs["transcendental"] is True
+    assert graph.op("1.gelu#0").deps == ("0.addmm#0",)
+    assert graph.op("2.addmm#0").deps == ("1.gelu#0",)
+
+
+def test_conv_flops_by_hand() -> None:
+    conv = torch.nn.Conv2d(3, 8, 3, padding=1, groups=1)
+    (op,) = capture(conv, torch.randn(2, 3, 10, 10)).ops
+    assert op.op_class == "conv"
+    assert op.work.total_flops == pytest.approx(2 * (2 * 8 * 10 * 10) * 3 * 9)
+    grouped = torch.nn.Conv2d(4, 8, 3, groups=2)
+    (op,) = capture(grouped, torch.randn(1, 4, 6, 6)).ops
+    assert op.work.total_flops == pytest.approx(2 * (8 * 4 * 4) * (4 // 2) * 9)
+
+
+class Viewer(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x.view(4, 6).t().unsqueeze(0).expand(2, 6, 4)[:, 1:].squeeze(0).transpose(1, 2)
+        return y.detach().permute(0, 2, 1)
+
+
+def test_views_make_no_ops_and_copies_of_a_permutation_are_transposes() -> None:
+    x = torch.randn(24)
+    assert len(capture(Viewer(), x)) == 0
+
+    class Copier(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return (x.t().contiguous() * 2).clone()
+
+    graph = capture(Copier(), torch.randn(8, 4))
+    assert [op.op_class for op in graph.ops] == ["transpose", "elementwise", "copy"]
+    assert graph.ops[1].deps == (graph.ops[0].name,)
+    assert graph.ops[2].deps == (graph.ops[1].name,)
+
+
+def test_deps_reach_through_views_to_the_writer() -> None:
+    class Branches(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            a = torch.exp(x)
+            b = torch.sin(x)
+            return a.view(-1)[:3] + b.t().reshape(-1)[:3]
+
+    graph = capture(Branches(), torch.randn(3, 3))
+    assert [op.source for op in graph.ops][:2] == ["aten.exp.default", "aten.sin.default"]
+    # reshaping the transposed view materializes it: a transpose copy that reads sin's output
+    clone = graph.op("clone#0")
+    assert clone.op_class == "transpose" and clone.deps == ("sin#0",)
+    assert set(graph.ops[-1].deps) == {"exp#0", "clone#0"}
+
+
+def test_tiny_llama_prefill_gemms_are_2_tokens_params_plus_attention() -> None:
+    model = tiny_llama()
+    config = model.config
+    batch, seq = 2, 8
+    graph = capture_phase(model, "prefill", batch, seq=seq, name="tiny-llama")
+    assert gemm_flops(graph) == pytest.approx(2 * batch * seq * linear_params(config))
+    head_dim = config.hidden_size // config.num_attention_heads
+    full = 4 * batch * config.num_attention_heads * seq * seq * head_dim * config.num_hidden_layers
+    assert attention_flops(graph) == pytest.approx(full)
+    attention = [op for op in graph.ops if op.op_class == "attention"]
+    assert all(op.attrs["causal"] for op in attention)
+    # the causal triangle of an 8x8 score matrix: 36 of 64 pairs
+    assert sum(op.attrs["causal_flops"] for op in attention) == pytest.approx(full * 36 / 64)
+    assert graph.name == "tiny-llama" and graph.phase == "prefill"
+    assert graph.params == {"phase": "prefill", "batch": 2, "seq": 8, "context": None, "dtype": "fp32"}
+    assert "model.layers.0.self_attn.q_proj.mm#0" in {op.name for op in graph.ops}
+
+
+def test_decode_is_one_token_plus_attention_over_the_context() -> None:
+    model = tiny_llama()
+    config = model.config
+    batch, context = 3, 40
+    graph = capture_phase(model, "decode", batch, context=context)
+    assert gemm_flops(graph) == pytest.approx(2 * batch * 1 * linear_params(config))
+    head_dim = config.hidden_size // config.num_attention_heads
+    expected = 4 * batch * config.num_attention_heads * 1 * (context + 1) * head_dim * config.num_hidden_layers
+    assert attention_flops(graph) == pytest.approx(expected)
+    for op in graph.ops:
+        if op.op_class == "attention":
+            assert op.work.shape["seq_q"] == 1 and op.work.shape["seq_kv"] == context + 1
+    assert graph.params["context"] == context and graph.params["seq"] == 1
+
+
+def test_train_is_about_three_forwards_of_gemm_plus_an_optimizer_step() -> None:
+    model = tiny_llama()
+    forward = capture_phase(model, "prefill", 2, seq=8)
+    train = capture_phase(model, "train", 2, seq=8)
+    assert gemm_flops(train) == pytest.approx(3 * gemm_flops(forward), rel=0.01)
+    optimizer_ops = [op for op in train.ops if op.attrs.get("optimizer")]
+    assert optimizer_ops and all(op.op_class == "elementwise" for op in optimizer_ops)
+    assert all(op.name.startswith("optimizer.") for op in optimizer_ops)
+    assert any(op.attrs.get("backward") for op in train.ops if op.op_class == "attention")
+    # backward ops carry the module whose backward made them
+    assert any(op.name.startswith("model.layers.0.mlp.down_proj.mm") and op.attrs.get("backward")
+               for op in train.ops)
+
+
+@pytest.mark.parametrize("phase, sizes", [("prefill", {"seq": 8}), ("decode", {"context": 12}),
+                                          ("train", {"seq": 8})])
+def test_a_real_device_and_meta_capture_the_same_ops_and_flops(phase: str, sizes: dict) -> None:
+    graphs = [capture_phase(tiny_llama(device), phase, 2, **sizes) for device in ("cpu", "meta")]
+    real, meta = graphs
+    assert [(op.name, op.op_class) for op in real.ops] == [(op.name, op.op_class) for op in meta.ops]
+    assert real.flops_by_dtype() == pytest.approx(meta.flops_by_dtype())
+    assert real.total_bytes == pytest.approx(meta.total_bytes)
+
+
+def test_a_real_module_capture_matches_its_meta_twin_on_random_inputs() -> None:
+    mlp = torch.nn.Sequential(torch.nn.Linear(12, 24), torch.nn.SiLU(), torch.nn.Linear(24, 12))
+    real = capture(mlp, torch.randn(3, 12))
+    meta = capture(mlp.to("meta"), torch.randn(3, 12, device="meta"))
+    assert [op.name for op in real.ops] == [op.name for op in meta.ops]
+    assert real.total_flops == pytest.approx(meta.total_flops)
+
+
+def test_a_1b_config_captures_on_meta_in_seconds() -> None:
+    with torch.device("meta"):
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+            hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
+            num_key_value_heads=8, vocab_size=128256))
+    start = time.perf_counter()
+    graph = capture_phase(model, "prefill", 1, seq=512, dtype="bf16")
+    assert time.perf_counter() - start < 5
+    assert graph.params["dtype"] == "bf16" and "bf16" in graph.flops_by_dtype()
+    assert gemm_flops(graph) == pytest.approx(2 * 512 * linear_params(model.config))
+
+
+class DataDependent(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(4, 4)
+        self.pick = Picker()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.pick(self.proj(x))
+
+
+class Picker(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[x > 0]  # a boolean mask: the output's length is data
+
+
+def test_an_uncapturable_op_names_the_aten_op_and_the_module() -> None:
+    with torch.device("meta"):
+        module = DataDependent()
+    with pytest.raises(UsageError, match=r"aten op aten\.index\.Tensor in module 'pick'.*nonzero"):
+        capture(module, torch.randn(2, 4, device="meta"))
+
+
+def test_a_data_dependent_op_on_a_real_device_is_noted() -> None:
+    graph = capture(DataDependent(), torch.randn(2, 4))
+    assert any("data-dependent" in note for note in graph.notes)
+
+
+def test_mixtral_routing_on_meta_is_deterministic_and_says_so() -> None:
+    with torch.device("meta"):
+        model = transformers.MixtralForCausalLM(transformers.MixtralConfig(
+            hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, vocab_size=256, num_local_experts=4, num_experts_per_tok=2))
+    before = model.config._experts_implementation
+    first = capture_phase(model, "prefill", 2, seq=8)
+    second = capture_phase(model, "prefill", 2, seq=8)
+    assert first.to_json() == second.to_json()
+    experts = [op for op in first.ops if op.attrs.get("grouped")]
+    assert len(experts) == 2 * 2 and all("routing" in op.attrs for op in experts)
+    # in each of 2 layers, each of the 16 tokens runs top_k=2 experts: gate_up (64 -> 256), down (128 -> 64)
+    assert sum(op.work.total_flops for op in experts) == pytest.approx(2 * 16 * 2 * 2 * (64 * 256 + 128 * 64))
+    assert model.config._experts_implementation == before  # the switch is undone
+    assert first.params["experts"] == 4 and first.params["top_k"] == 2
+    assert any("routing" in note for note in first.notes)
+
+
+def test_encoders_capture_their_forward() -> None:
+    with torch.device("meta"):
+        bert = transformers.BertModel(transformers.BertConfig(
+            hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, vocab_size=300))
+        vit = transformers.ViTModel(transformers.ViTConfig(
+            hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, image_size=32,
+            patch_size=8))
+    graph = capture_phase(bert, "forward", 2, seq=16)
+    assert {"gemm", "attention", "norm", "embedding"} <= {op.op_class for op in graph.ops}
+    graph = capture_phase(vit, "forward", 2)
+    conv = [op for op in graph.ops if op.op_class == "conv"]
+    assert len(conv) == 1 and conv[0].work.total_flops == pytest.approx(2 * (2 * 64 * 4 * 4) * 3 * 64)
+    with pytest.raises(UsageError, match="causal language model"):
+        capture_phase(bert, "decode", 1, context=4)
+
+
+def test_bad_arguments_are_usage_errors() -> None:
+    model = tiny_llama()
+    with pytest.raises(UsageError, match="phase must be one of"):
+        capture_phase(model, "serve", 1, seq=4)
+    with pytest.raises(UsageError, match="seq must be a positive int"):
+        capture_phase(model, "prefill", 1, seq=0)
+    with pytest.raises(UsageError, match="dtype must be one of"):
+        capture_phase(model, "prefill", 1, seq=4, dtype="int4")
+
+
+def test_graph_json_round_trip() -> None:
+    graph = capture_phase(tiny_llama(), "train", 1, seq=4)
+    again = Graph.from_json(json.loads(json.dumps(graph.to_json())))
+    assert again == graph
