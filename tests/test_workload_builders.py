@@ -268,3 +268,18 @@ def test_a_built_graph_survives_its_json_form() -> None:
     graph = build("mixtral-8x7b", "train", seq=16, tp=2, num_layers=2, fused_attention=False)
     again = Graph.from_json(json.loads(json.dumps(graph.to_json())))
     assert again.total_flops == pytest.approx(graph.total_flops) and len(again) == len(graph)
+
+
+def test_kernels_picks_fused_or_eager_ops() -> None:
+    fused = build("llama-2-7b", "prefill", seq=64, num_layers=1)
+    eager = build("llama-2-7b", "prefill", seq=64, num_layers=1, kernels="eager")
+    assert fused.params["kernels"] == "fused" and eager.params["kernels"] == "eager"
+    assert build("llama-2-7b", "prefill", seq=64, num_layers=1, kernels="fused").launches == fused.launches
+    assert eager.total_flops == pytest.approx(fused.total_flops, rel=0.01)
+    assert eager.total_bytes > fused.total_bytes and eager.launches > fused.launches
+    norm = [op for op in eager.ops if op.name.startswith("model.layers.0.input_layernorm.")]
+    assert [op.attrs["aten"] for op in norm] == ["_to_copy", "pow", "mean", "add", "rsqrt", "mul", "_to_copy", "mul"]
+    assert norm[0].outputs[0].dtype == "fp32" and [op.op_class for op in norm[:3]] == ["copy", "elementwise",
+                                                                                       "reduction"]
+    with pytest.raises(UsageError, match="kernels must be one of fused, eager; got 'triton'"):
+        build("llama-2-7b", "prefill", seq=64, kernels="triton")

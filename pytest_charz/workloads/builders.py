@@ -21,6 +21,15 @@ share of weights, FLOPs and bytes, with the all-reduces after the attention outp
 projections (:mod:`.builders_layers`). The LM head is vocabulary parallel, its logits gathered
 (one ``all-gather``); the embedding table is replicated (a lookup reads only the looked-up rows).
 Op names are the transformers module paths; ``attrs["params"]`` the parameters each op owns.
+
+``kernels`` says which kernels the graph models. ``"fused"`` (the default): an inference
+runtime's fused kernels, one op per RMSNorm/LayerNorm, rotary embedding, SiLU*mul or GELU and
+KV-cache write. ``"eager"`` (:mod:`.builders_eager`): PyTorch eager running transformers'
+modules, what the workload suite runs and what :mod:`.capture` records: the decomposed ops
+(RMSNorm's fp32 upcast, pow, mean, rsqrt...; rotary's mul, neg, cat, add; DynamicCache's ``cat``,
+which copies the whole cache at each decode step; ``silu`` and ``mul``; autograd's backward ops
+and ``AdamW(foreach=False)``'s eight ops per parameter tensor), each costed as the capture costs
+it, so the two agree op class by op class (on one device: ``tp=1``).
 """
 from __future__ import annotations
 
@@ -44,11 +53,14 @@ from .builders_ops import (
     gemm,
     norm,
 )
-from .builders_train import backward_ops, optimizer_ops
+from .builders_eager import EagerLayerBuilder, Emitter, eager_embed
+from .builders_train import backward_ops, eager_backward, eager_loss, eager_optimizer, optimizer_ops
 from .graph import Graph, Op
 from .model_configs import DECODER_FAMILIES, ModelConfig, load_config
 
 DECODER_PHASES = ("prefill", "decode", "train")
+#: What ``build(kernels=...)`` models: an inference runtime's fused kernels, or eager PyTorch.
+KERNELS = ("fused", "eager")
 ENCODER_PHASES = ("forward",)
 NOTES = ("attention FLOPs count the full score matrix (causal half in attrs flops_causal_half)",
          ("norms and softmax accumulate in fp32; activations, KV cache and norm weights are stored in the "
@@ -178,16 +190,43 @@ def _loss(config: ModelConfig, p: Precision, m: int, tp: int, x: str) -> list[Op
     return ops
 
 
+def _eager_head(config: ModelConfig, e: Emitter, m: int, batch: int, x: str) -> None:
+    """Final norm and LM head or pooler, as eager PyTorch launches them."""
+    hidden, p = config.hidden_size, e.p
+    if config.family in ("bert", "vit"):
+        if config.family == "vit":
+            x = e.layer_norm("layernorm", m, hidden, x)
+        e.ops.append(gemm("pooler.dense", batch, hidden, hidden, p, (x,), bias=True))
+        e.unary("pooler.activation", "tanh", batch * hidden, ("pooler.dense",))
+        return
+    if config.family == "gpt2":
+        final = e.layer_norm("transformer.ln_f", m, hidden, x)
+    else:
+        final = e.rms_norm("model.norm", m, hidden, x, extra_consumers=0)
+    vocab, tied = config.vocab_size, config.tied_embeddings
+    e.ops.append(gemm("lm_head", m, vocab, hidden, p, (final,), high_precision=True,
+                      params=0 if tied else vocab * hidden, attrs={"tied": tied, "logits_tokens": m}))
+
+
+def check_kernels(kernels: Any) -> str:
+    if kernels not in KERNELS:
+        raise UsageError(f"kernels must be one of {', '.join(KERNELS)}; got {kernels!r}")
+    return kernels
+
+
 def build(name_or_config: str | ModelConfig, phase: str, batch: int = 1, seq: int | None = None,
           context: int | None = None, dtype: str | None = None, tp: int = 1, fused_attention: bool = True,
-          num_layers: int | None = None) -> Graph:
+          num_layers: int | None = None, kernels: str = "fused") -> Graph:
     """The op graph of one tensor-parallel rank of a model in ``phase``.
 
     ``dtype`` defaults to the config's (``fp32``, ``bf16``, ``fp16`` or ``fp8``); ``num_layers``
     builds fewer (or more) layers than published; ``fused_attention=False`` splits attention into
     a score bmm, a softmax and a value bmm. Raises :class:`UsageError` naming the bad argument and
-    what is valid.
+    what is valid. ``kernels`` picks the kernels modelled: ``"fused"`` (an inference runtime's
+    fused norm, rotary and activation kernels) or ``"eager"`` (the decomposed ops eager PyTorch
+    launches for transformers' modules, :mod:`.builders_eager`; one device only, ``tp=1``).
     """
+    check_kernels(kernels)
     config = load_config(name_or_config)
     check_phase(config, phase)
     dtype = config.default_dtype if dtype is None else dtype
@@ -208,13 +247,29 @@ def build(name_or_config: str | ModelConfig, phase: str, batch: int = 1, seq: in
                        causal=config.is_decoder and phase != "decode", cache=phase in ("prefill", "decode"),
                        window=window if phase != "decode" else None)
     m = shape.tokens
-    ops = _embed(config, p, m, tp)
-    layers = LayerBuilder(config, p, shape, ops)
-    x = ops[-1].name
+    if kernels == "eager":
+        if tp != 1:
+            raise UsageError(f"kernels='eager' models one device (tp=1); got tp={tp}")
+        ops = []
+        emit = Emitter(p, ops)
+        x, tables = eager_embed(config, emit, batch, s_q)
+        layers: LayerBuilder = EagerLayerBuilder(config, p, shape, ops, emit, tables, phase)
+    else:
+        ops = _embed(config, p, m, tp)
+        layers = LayerBuilder(config, p, shape, ops)
+        x = ops[-1].name
     for i in range(config.num_layers):
         x = layers.build(i, x)
-    ops.extend(_head(config, p, phase, m, batch, tp, x))
-    if phase == "train":
+    if kernels == "eager":
+        _eager_head(config, emit, m, batch, x)
+        if phase == "train":
+            eager_loss(emit, batch, s_q, config.vocab_size)
+            forward = list(ops)
+            eager_backward(forward, emit)
+            eager_optimizer(forward, emit)
+    else:
+        ops.extend(_head(config, p, phase, m, batch, tp, x))
+    if kernels == "fused" and phase == "train":
         forward = list(ops)
         ops.extend(_loss(config, p, m, tp, "lm_head"))
         backward = backward_ops(forward, ops[-1].name, p, m, config.hidden_size, tp)
@@ -223,6 +278,7 @@ def build(name_or_config: str | ModelConfig, phase: str, batch: int = 1, seq: in
     heads, kv_heads = heads_per_rank(config, tp)
     params = {"model": config.id, "family": config.family, "batch": batch, "seq": s_q, "context": cached,
               "dtype": dtype, "tp": tp, "fused_attention": fused_attention, "num_layers": config.num_layers,
+              "kernels": kernels,
               "heads_per_rank": heads, "kv_heads_per_rank": kv_heads}
     return Graph(name=config.id, phase=phase, ops=tuple(ops), params=params, notes=NOTES)
 
@@ -242,5 +298,5 @@ def layer_prefix(config: str | ModelConfig, layer: int) -> str:
     return NAMES[load_config(config).family]["layer"].format(i=layer)
 
 
-__all__ = ["DECODER_FAMILIES", "DECODER_PHASES", "ENCODER_PHASES", "build", "check_tp", "graph_parameters",
+__all__ = ["DECODER_FAMILIES", "DECODER_PHASES", "ENCODER_PHASES", "KERNELS", "build", "check_tp", "graph_parameters",
            "layer_prefix", "phases", "weight_bytes"]

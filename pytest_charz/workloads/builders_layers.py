@@ -122,6 +122,7 @@ class LayerBuilder:
                                      layer=i))
 
     def _norm(self, i: int, key: str, dep: str, feeds_column_parallel: bool = False) -> str:
+        """The norm ``key`` of layer ``i`` over ``dep``; returns the name of its output op."""
         attrs: dict[str, Any] = {"feeds_column_parallel": True} if feeds_column_parallel else {}
         return self._add(norm(self._path(i, key), self.norm_kind, self.shape.tokens, self.config.hidden_size, self.p,
                               (dep,), layer=i, attrs=attrs))
@@ -159,13 +160,10 @@ class LayerBuilder:
             v = self._add(gemm(self._path(i, "v"), m, kv_width, hidden, p, (x,), layer=i, bias=self.qkv_bias))
         attn = f"{self.names['layer'].format(i=i)}.{self.names['attn']}"
         if cfg.family in ROPE_FAMILIES:
-            # cos/sin tables: s_q positions of head_dim each, read once per op.
-            q = k = self._add(elementwise(f"{attn}.rotary", "rotary", m * (q_width + kv_width), 1, p,
-                                          tuple(dict.fromkeys((q, k))), layer=i,
-                                          extra_read_bytes=2 * s.s_q * d * p.act_bytes))
+            q, k = self._rotary(i, attn, q, k)
         deps = tuple(dict.fromkeys((q, k, v)))
         if s.cache:
-            deps = (self._add(cache_write(f"{attn}.kv_cache_write", m, kv_width, p, deps, layer=i)),)
+            deps = self._cache_write(i, attn, deps)
         parts = attention(attn, s.batch, self.heads, self.kv_heads, s.s_q, s.s_kv, d, p, deps, layer=i,
                           fused=s.fused, causal=s.causal, window=s.window)
         for op in parts:
@@ -174,6 +172,27 @@ class LayerBuilder:
                              params=hidden * q_width + (hidden if self.bias else 0)))
         return self._all_reduce(out, i)
 
+    def _rotary(self, i: int, attn: str, q: str, k: str) -> tuple[str, str]:
+        """The rotary embedding of q and k: one fused op (cos/sin tables: s_q positions of
+        head_dim each, read once); returns the ops whose outputs are the rotated q and k."""
+        s, d = self.shape, self.config.head_dim
+        width = (self.heads + self.kv_heads) * d
+        q = k = self._add(elementwise(f"{attn}.rotary", "rotary", s.tokens * width, 1, self.p,
+                                      tuple(dict.fromkeys((q, k))), layer=i,
+                                      extra_read_bytes=2 * s.s_q * d * self.p.act_bytes))
+        return q, k
+
+    def _cache_write(self, i: int, attn: str, deps: tuple[str, ...]) -> tuple[str, ...]:
+        """The new K/V written to the cache; returns what attention depends on."""
+        kv_width = self.kv_heads * self.config.head_dim
+        return (self._add(cache_write(f"{attn}.kv_cache_write", self.shape.tokens, kv_width, self.p, deps,
+                                      layer=i)),)
+
+    def _act(self, i: int, kind: str, deps: tuple[str, ...], elements: int, name: str | None = None) -> str:
+        """The MLP activation (``silu_mul`` over gate and up, or a GELU over one input)."""
+        inputs = 2 if kind == "silu_mul" else 1
+        return self._add(elementwise(name or self._path(i, "act"), kind, elements, inputs, self.p, deps, layer=i))
+
     def mlp_block(self, i: int, x: str) -> str:
         """Gated (SwiGLU: gate, up, silu*mul, down) or plain (fc, GELU, proj) MLP and its all-reduce."""
         cfg, p, m = self.config, self.p, self.shape.tokens
@@ -181,12 +200,11 @@ class LayerBuilder:
         if cfg.family in ROPE_FAMILIES:
             gate = self._add(gemm(self._path(i, "gate"), m, self.inter, hidden, p, (x,), layer=i))
             up = self._add(gemm(self._path(i, "up"), m, self.inter, hidden, p, (x,), layer=i))
-            act = self._add(elementwise(self._path(i, "act"), "silu_mul", m * self.inter, 2, p, (gate, up),
-                                        layer=i))
+            act = self._act(i, "silu_mul", (gate, up), m * self.inter)
         else:
             up = self._add(gemm(self._path(i, "up"), m, self.inter, hidden, p, (x,), layer=i, bias=self.bias))
             kind = "gelu_new" if cfg.get("hidden_act") == "gelu_new" else "gelu"
-            act = self._add(elementwise(self._path(i, "act"), kind, m * self.inter, 1, p, (up,), layer=i))
+            act = self._act(i, kind, (up,), m * self.inter)
         down = self._add(gemm(self._path(i, "down"), m, hidden, self.inter, p, (act,), layer=i, bias=self.bias,
                               params=hidden * self.inter + (hidden if self.bias else 0)))
         return self._all_reduce(down, i)

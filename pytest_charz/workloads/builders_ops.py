@@ -143,6 +143,15 @@ def collective(name: str, op: str, bytes_per_rank: float, ranks: int, deps: Iter
               attrs=_attrs(layer, 0, 0.0, {"collective": op}))
 
 
+def _flops(*parts: Mapping[str, float]) -> dict[str, float]:
+    """FLOPs by dtype summed over ``parts`` (an fp32 model's matmul and softmax FLOPs share a key)."""
+    total: dict[str, float] = {}
+    for part in parts:
+        for dtype, amount in part.items():
+            total[dtype] = total.get(dtype, 0.0) + amount
+    return total
+
+
 def _causal_pairs(s_q: int, s_kv: int, window: int | None) -> int:
     """Query-key pairs under a causal mask (query ``i`` sees the ``s_kv - s_q + i + 1`` first keys,
     the last ``window`` of them at most)."""
@@ -179,7 +188,7 @@ def attention(prefix: str, batch: int, heads: int, kv_heads: int, s_q: int, s_kv
     kv_spec = TensorSpec((batch, kv_heads, s_kv, head_dim), p.act)
     if fused:
         return [Op(name=f"{prefix}.attention", op_class="attention", source="built", deps=tuple(deps),
-                   work=Work(flops={p.act: matmul_flops, p.reduce_flops: softmax_flops},
+                   work=Work(flops=_flops({p.act: matmul_flops}, {p.reduce_flops: softmax_flops}),
                              bytes=2 * q_bytes + 2 * kv_bytes, launches=1, op="attention", shape=shape),
                    inputs=(q_spec, kv_spec, kv_spec), outputs=(q_spec,), attrs=facts)]
     score_bytes = scores * p.act_bytes
