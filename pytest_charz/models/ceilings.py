@@ -18,18 +18,20 @@ Capability profile contract (version 1), the mapping :meth:`Ceilings.from_profil
         {"name": "capacity:l2",       "value": 5.2e7,  "unit": "B"},
         {"name": "latency:l1",        "value": 1.2e-9, "unit": "s"},
         {"name": "transfer:h2d",      "bandwidth": 5.3e10, "latency_s": 2.0e-6},
+        {"name": "collective:all-reduce", "bandwidth": 9e9, "latency_s": 3e-5, "ranks": 2},  # algbw
         {"name": "launch",            "value": 2.5e-6, "unit": "s"},
         {"name": "compute_units",     "value": 132},
      ]}
 
 ``flops:<dtype>`` (FMA chains) is the vector peak of that dtype; the matrix peak of a dtype is
 the higher of ``flops:<dtype>`` and ``gemm:<dtype>``. Names are ``<quantity>:<key>`` with keys
-from :mod:`pytest_charz.work` (dtypes, memory levels,
-transfer kinds). ``unit`` may be omitted (SI base units assumed) or a scaled unit (``TFLOP/s``,
-``GB/s``, ``GiB/s``, ``ns``, ``us``, ``MiB``...). A ``value`` of null means "not measured". Names
-with other quantities (contention, power...) are ignored: profiles carry more than models use. A
-name of a known quantity with an unknown key, an unknown unit or a duplicate name is a
-:class:`~pytest_charz.errors.FormatError`.
+from :mod:`pytest_charz.work` (dtypes, memory levels, transfer kinds, collective ops);
+``collective:<op>`` is that collective's alpha-beta line at ``ranks`` ranks (``bandwidth``: the
+algorithm bandwidth, nccl-tests bytes / time). ``unit`` may be omitted (SI base units assumed)
+or a scaled unit (``TFLOP/s``, ``GB/s``, ``GiB/s``, ``ns``, ``us``, ``MiB``...). A ``value`` of
+null means "not measured". Names with other quantities (contention, power...) are ignored:
+profiles carry more than models use. A name of a known quantity with an unknown key, an unknown
+unit or a duplicate name is a :class:`~pytest_charz.errors.FormatError`.
 """
 from __future__ import annotations
 
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
     from ..targets.spec import TargetSpec
 
 CEILINGS_VERSION = 1
+COLLECTIVE_OPS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast", "p2p")  # models.comm
 
 # Ops that run on matrix units (tensor cores, MXUs, AMX): they may reach ``peak_flops``; other ops
 # are held to ``vector_peak_flops`` where the target has one. An op left unnamed gets the higher
@@ -57,15 +60,17 @@ MATRIX_OPS = frozenset({"gemm", "matmul", "bmm", "conv", "attention"})
 _FIGURE_MAPS = (
     "peak_flops", "vector_peak_flops", "bandwidth_bytes_per_s", "capacity_bytes", "latency_s",
     "link_bandwidth_bytes_per_s", "link_latency_s",
+    "collective_bandwidth_bytes_per_s", "collective_latency_s", "collective_ranks",
 )
 _FIGURE_SCALARS = ("launch_overhead_s", "compute_units")
 _KEYS = {
     "peak_flops": DTYPES, "vector_peak_flops": DTYPES, "bandwidth_bytes_per_s": MEMORY_LEVELS,
     "capacity_bytes": MEMORY_LEVELS, "latency_s": MEMORY_LEVELS,
     "link_bandwidth_bytes_per_s": TRANSFER_KINDS, "link_latency_s": TRANSFER_KINDS,
+    **{name: COLLECTIVE_OPS for name in _FIGURE_MAPS if name.startswith("collective_")},
 }
 # Latencies and overheads may be zero; rates, capacities and counts must be positive.
-_MAY_BE_ZERO = frozenset({"latency_s", "link_latency_s", "launch_overhead_s"})
+_MAY_BE_ZERO = frozenset({"latency_s", "link_latency_s", "launch_overhead_s", "collective_latency_s"})
 
 
 def _check_figure(field_name: str, figure: Any, key: str = "") -> Figure:
@@ -87,7 +92,8 @@ class Ceilings:
     Every figure is a :class:`Figure` (value in the unit its field name says, and its source).
     ``kind`` is the target kind (``gpu``, ``asic``, ``cpu``), which picks e.g. the GEMM tile table.
     Links: ``h2d``/``d2h`` host link, ``d2d`` copies within device memory, ``peer`` device to
-    device, ``host`` copies within host memory on a CPU-only machine.
+    device, ``host`` copies within host memory on a CPU-only machine. Collectives (measured
+    only): per op, the algorithm bandwidth and the latency at ``collective_ranks`` ranks.
     """
 
     target_id: str = ""
@@ -100,6 +106,9 @@ class Ceilings:
     latency_s: Mapping[str, Figure] = field(default_factory=dict)
     link_bandwidth_bytes_per_s: Mapping[str, Figure] = field(default_factory=dict)
     link_latency_s: Mapping[str, Figure] = field(default_factory=dict)
+    collective_bandwidth_bytes_per_s: Mapping[str, Figure] = field(default_factory=dict)
+    collective_latency_s: Mapping[str, Figure] = field(default_factory=dict)
+    collective_ranks: Mapping[str, Figure] = field(default_factory=dict)
     launch_overhead_s: Figure | None = None
     compute_units: Figure | None = None
 
@@ -138,6 +147,12 @@ class Ceilings:
 
     def link_latency(self, kind: str) -> float | None:
         return _value(self.link_latency_s.get(kind))
+
+    def collective(self, op: str) -> tuple[float, float, int] | None:
+        """Measured (latency_s, algorithm bytes_per_s, ranks) of collective ``op``; None unless all three."""
+        lat, bw, ranks = (m.get(op) for m in (self.collective_latency_s, self.collective_bandwidth_bytes_per_s,
+                                              self.collective_ranks))
+        return None if lat is None or bw is None or ranks is None else (lat.value, bw.value, int(ranks.value))
 
     def launch_overhead(self) -> float | None:
         return _value(self.launch_overhead_s)
@@ -229,8 +244,9 @@ class Ceilings:
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"version": CEILINGS_VERSION, "target_id": self.target_id,
                                 "kind": self.kind, "origin": self.origin}
-        for name in _FIGURE_MAPS:
-            data[name] = {key: figure.to_json() for key, figure in getattr(self, name).items()}
+        for name in _FIGURE_MAPS:  # collective maps only when measured: older files stay as they were
+            if getattr(self, name) or not name.startswith("collective_"):
+                data[name] = {key: figure.to_json() for key, figure in getattr(self, name).items()}
         for name in _FIGURE_SCALARS:
             figure = getattr(self, name)
             data[name] = figure.to_json() if figure is not None else None
@@ -284,6 +300,7 @@ _QUANTITIES: dict[str, tuple[str, tuple[str, ...] | None]] = {
     "capacity": ("capacity_bytes", MEMORY_LEVELS),
     "latency": ("latency_s", MEMORY_LEVELS),
     "transfer": ("link_bandwidth_bytes_per_s", TRANSFER_KINDS),
+    "collective": ("collective_bandwidth_bytes_per_s", COLLECTIVE_OPS),
     "launch": ("launch_overhead_s", None),
     "compute_units": ("compute_units", None),
 }
@@ -351,13 +368,15 @@ def _read_profile(profile: Mapping[str, Any]) -> dict[str, Any]:
                               f"{'key' if keys is None else ' / '.join(keys)}")
         source = str(entry.get("source") or f"{default_source}: {name}")
         try:
-            if quantity == "transfer":
-                bandwidth = _scaled(entry, "bandwidth", "bandwidth", entry.get("unit"))
-                latency = _scaled(entry, "latency_s", "latency", None)
-                if bandwidth is not None:
-                    out[field_name][key] = _check_figure(field_name, Figure(bandwidth, source), key)
-                if latency is not None:
-                    out["link_latency_s"][key] = _check_figure("link_latency_s", Figure(latency, source), key)
+            if quantity in ("transfer", "collective"):
+                prefix = "link" if quantity == "transfer" else "collective"
+                found = {field_name: _scaled(entry, "bandwidth", "bandwidth", entry.get("unit")),
+                         f"{prefix}_latency_s": _scaled(entry, "latency_s", "latency", None)}
+                if quantity == "collective":
+                    found["collective_ranks"] = _scaled(entry, "ranks", "compute_units", None)
+                for target, number in found.items():
+                    if number is not None:
+                        out[target][key] = _check_figure(target, Figure(number, source), key)
                 continue
             value = _scaled(entry, "value", "flops" if quantity == "gemm" else quantity, entry.get("unit"))
             if value is None:

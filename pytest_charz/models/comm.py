@@ -16,6 +16,13 @@ broadcast          n / beta + (p-1) alpha   (pipelined ring, many chunks)
 p2p                n / beta + alpha          (send/recv; ranks ignored)
 =================  ============================================
 
+Where the ceilings hold a collective's own measured line (``Ceilings.collective``: latency
+``a0`` and algorithm bandwidth ``b0`` at ``p0`` ranks, from a profile's ``collective:<op>``), that
+op is predicted from it instead: the bus bandwidth ``b0 * f(p0)`` is taken to hold at any rank
+count and the latency to grow with the ring's steps, ``t = a0 * s(p) / s(p0) + n * f(p) / (b0 * f(p0))``
+with ``f`` the nccl-tests bus factor (:func:`bus_factor`) and ``s`` the alpha count of the table
+(at ``p == p0`` the measured line itself).
+
 A collective over one rank moves nothing and takes no time. Transfers and collectives are taken
 to run one after another (one copy queue); as a standalone model the result is the larger of that
 sum and the roofline bound, since computing and moving can overlap at best completely.
@@ -26,10 +33,9 @@ from dataclasses import dataclass
 
 from ..work import Collective, Work
 from .base import Prediction, Uncovered, guarded
-from .ceilings import Ceilings
+from .ceilings import COLLECTIVE_OPS, Ceilings
 from .roofline import predict_overlapped, roofline_terms, target_label
 
-COLLECTIVE_OPS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast", "p2p")
 _ALIASES = {
     "allreduce": "all-reduce", "allgather": "all-gather", "reducescatter": "reduce-scatter",
     "alltoall": "all-to-all", "bcast": "broadcast", "send": "p2p", "recv": "p2p", "sendrecv": "p2p",
@@ -72,6 +78,33 @@ def collective_time_s(op: str, n_bytes: float, ranks: int, alpha_s: float, beta_
     return (p - 1) / p * n_bytes / beta_bytes_per_s + (p - 1) * alpha_s
 
 
+def bus_factor(op: str, ranks: int) -> float:
+    """nccl-tests' bus bandwidth over algorithm bandwidth: 2(p-1)/p for all-reduce, (p-1)/p for
+    all-gather, reduce-scatter and all-to-all, 1 for broadcast and send/recv (p2p)."""
+    name = collective_name(op)
+    if name in ("broadcast", "p2p"):
+        return 1.0
+    if ranks < 1:
+        raise Uncovered(f"collective {op!r} over {ranks!r} ranks")
+    return (2.0 if name == "all-reduce" else 1.0) * (ranks - 1) / ranks
+
+
+def _latency_steps(name: str, ranks: int) -> float:
+    """The alpha count of the module docstring's table (ring steps; 1 for p2p)."""
+    return 1.0 if name == "p2p" else (2.0 if name == "all-reduce" else 1.0) * (ranks - 1)
+
+
+def measured_collective_s(message: Collective, latency_s: float, bandwidth_bytes_per_s: float,
+                          measured_ranks: int) -> float:
+    """Seconds for ``message`` from its op's measured line (latency, algorithm bandwidth, ranks)."""
+    name = collective_name(message.op)
+    if name != "p2p" and message.ranks <= 1:
+        return 0.0                      # one rank moves nothing
+    steps, bus = _latency_steps(name, measured_ranks), bus_factor(name, measured_ranks) * bandwidth_bytes_per_s
+    latency = latency_s * _latency_steps(name, message.ranks) / steps if steps else latency_s
+    return latency + message.bytes * bus_factor(name, message.ranks) / bus
+
+
 def transfer_terms(work: Work, ceilings: Ceilings) -> dict[str, float]:
     """``{"link:<kind>": alpha + bytes / beta}`` for each transfer kind in the work."""
     terms: dict[str, float] = {}
@@ -82,14 +115,17 @@ def transfer_terms(work: Work, ceilings: Ceilings) -> dict[str, float]:
 
 
 def collective_terms(collectives: tuple[Collective, ...], ceilings: Ceilings) -> dict[str, float]:
-    """``{"collective:<op>": seconds}``, collectives of one op summed."""
+    """``{"collective:<op>": seconds}``, collectives of one op summed: from the op's measured line
+    where the ceilings have one, else from the ``peer`` link."""
     terms: dict[str, float] = {}
-    if not collectives:
-        return terms
-    alpha, beta = _link(ceilings, "peer")
     for message in collectives:
         key = f"collective:{collective_name(message.op)}"
-        seconds = collective_time_s(message.op, message.bytes, message.ranks, alpha, beta)
+        measured = ceilings.collective(collective_name(message.op))
+        if measured is not None and measured[2] >= 2:
+            seconds = measured_collective_s(message, *measured)
+        else:
+            alpha, beta = _link(ceilings, "peer")
+            seconds = collective_time_s(message.op, message.bytes, message.ranks, alpha, beta)
         terms[key] = terms.get(key, 0.0) + seconds
     return terms
 

@@ -19,6 +19,7 @@ from ..records import Run
 from ..units import format_bytes
 from .figures import Case, CaseFigures, SpecView, bytes_per_s, shape, time_s, usable, working_set
 from .blas import annotate_gemm
+from .collectives import read_collectives
 from .consensus import check_order, make_curve, read_levels
 from .levels import bandwidth_group, latency_levels, latency_per_load_s, levels, staircase_cases
 from .probe import read_probes
@@ -299,6 +300,7 @@ def find_ceilings(run: Run) -> tuple[list[CaseFigures], dict[str, Any], list[str
     figures: list[CaseFigures] = []
     curves: dict[str, Any] = {}
     notes: list[str] = []
+    figures.extend(read_collectives(by_op.pop("collective", []), spec, curves))
     if unusable:
         notes.append(f"{unusable} case(s) without a time (all samples discarded) left out")
     unknown = sorted(op or "(none)" for op in by_op if op not in KNOWN_OPS)

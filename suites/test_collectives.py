@@ -1,0 +1,151 @@
+"""Collectives: all-reduce, all-gather, reduce-scatter, all-to-all, broadcast and send/recv over
+message sizes from 16 B to 256 MiB, across ranks this suite starts itself.
+
+The pytest process is rank 0; ``pytest_charz.distributed.Ranks`` starts the other ranks as
+subprocesses (rendezvous through a TCPStore on 127.0.0.1, a port the OS picks) once for the
+module. CPU targets: ``CPU_RANKS`` Gloo ranks (two processes on the host, loopback TCP). GPU
+targets: one rank per visible GPU with NCCL (RCCL on ROCm builds), rank 0 on the bound GPU.
+(Written for GPUs but run only on CPUs so far.)
+
+Each case prepares fresh random inputs from its seed on every rank (non-zero integers as
+float32, so sums are exact), runs the collective once and checks every rank's output against its
+reference, then measures rank 0's calls with the usual sampler while the peers run the same
+calls in lock-step (``pytest_charz.distributed.lockstep``: before each batch the sampler times,
+rank 0 tells the peers how many calls, outside the timed region). A rank that dies or hangs ends
+the case with RankFailure within its deadline; the ranks are torn down and the next case starts
+fresh ones.
+
+Sizes are nccl-tests' ``bytes`` (``pytest_charz.distributed.buffers``); ``work.shape`` carries the
+bus factor, so algorithm bandwidth (bytes / time) and bus bandwidth (times the factor: 2(n-1)/n
+all-reduce, (n-1)/n all-gather, reduce-scatter and all-to-all, 1 broadcast and send/recv) follow
+from each case; the profile reads ``collective:<op>`` from them.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import pytest
+
+from _sizes import KIB, MIB, format_bytes_id, not_this_backend, plan_for
+from pytest_charz import Work
+
+OPS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast", "p2p")
+START_BYTES = 16
+MAX_BYTES = 256 * MIB
+QUICK_SIZES = (16, KIB, 64 * KIB, MIB, 4 * MIB)
+CPU_RANKS = 2
+MAX_TIME_S = 1.0
+LARGE_MAX_TIME_S = 3.0          # from LARGE_BYTES up: a Gloo call of 64 MiB takes tens of ms
+LARGE_BYTES = 64 * MIB
+DEADLINE_GRACE_S = 30.0         # checks and allocation of the largest messages, on top of 3x the budget
+DATA_TIMEOUT_S = 60.0
+
+
+def message_sizes(cap_bytes: int) -> list[int]:
+    """16 B, 64 B, ... (x4) up to 256 MiB or ``cap_bytes``."""
+    sizes, size = [], START_BYTES
+    while size <= min(MAX_BYTES, cap_bytes):
+        sizes.append(size)
+        size *= 4
+    return sizes
+
+
+def cpu_rank_count() -> int:
+    return CPU_RANKS
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "collective_case" not in metafunc.fixturenames:
+        return
+    plan = plan_for(metafunc.config)
+    if plan.backend not in ("cpu", "cuda", "rocm"):
+        metafunc.parametrize("collective_case", not_this_backend(f"collectives; the bound device is {plan.backend}"))
+        return
+    # Each rank holds about two buffers of the message (rank 0 also builds a reference).
+    ranks = CPU_RANKS if plan.backend == "cpu" else 8
+    cap = plan.cap_bytes // ranks if plan.backend == "cpu" else plan.cap_bytes
+    cases = []
+    for op in OPS:
+        for size in message_sizes(cap):
+            marks: list[Any] = [] if size in QUICK_SIZES else [pytest.mark.charz_slow]
+            marks.append(pytest.mark.charz(max_time=LARGE_MAX_TIME_S if size >= LARGE_BYTES else MAX_TIME_S))
+            cases.append(pytest.param((op, size), id=f"{op}-{format_bytes_id(size)}", marks=marks))
+    metafunc.parametrize("collective_case", cases)
+
+
+def rank_plan(device: Any) -> tuple[int, str, list[int] | None]:
+    """(ranks, backend, GPU index per rank or None) for the bound device; skips the module's
+    cases where collectives cannot run (no torch.distributed, no backend, one CPU or GPU)."""
+    torch = pytest.importorskip("torch", reason="collectives run on torch.distributed")
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        pytest.skip("this PyTorch build has no torch.distributed")
+    if dist.is_initialized():
+        pytest.skip("a default process group exists (torchrun?): this suite starts its own ranks")
+    if device.backend == "cpu":
+        from pytest_charz.kernels.cpu import available_threads
+
+        if not dist.is_gloo_available():
+            pytest.skip("this PyTorch build has no Gloo backend")
+        if available_threads() < CPU_RANKS:
+            pytest.skip(f"this process may run on {available_threads()} CPU(s): {CPU_RANKS} ranks would time-share it")
+        return CPU_RANKS, "gloo", None
+    if not (torch.cuda.is_available() and dist.is_nccl_available()):
+        pytest.skip("no NCCL/RCCL in this PyTorch build, or no GPU visible to it")
+    count = torch.cuda.device_count()
+    if count < 2:
+        pytest.skip(f"{count} GPU visible: collectives need two ranks, one per GPU")
+    index = int(getattr(device, "index", 0) or 0)
+    return count, "nccl", [index] + [i for i in range(count) if i != index]
+
+
+class RankPool:
+    """The module's ranks: started at first use, started afresh after a case tore them down."""
+
+    def __init__(self, world: int, backend: str, indices: list[int] | None) -> None:
+        self.world, self.backend, self.indices = world, backend, indices
+        self._ranks: Any = None
+
+    def get(self) -> Any:
+        from pytest_charz.distributed import Ranks
+
+        if self._ranks is None or self._ranks.broken is not None:
+            if self._ranks is not None:
+                self._ranks.close()
+            self._ranks = Ranks(self.world, self.backend, self.indices, timeout_s=DATA_TIMEOUT_S).start()
+        return self._ranks
+
+    def close(self) -> None:
+        if self._ranks is not None:
+            self._ranks.close()
+
+
+@pytest.fixture(scope="module")
+def rank_pool(device: Any) -> Iterator[RankPool]:
+    pool = RankPool(*rank_plan(device))
+    yield pool
+    pool.close()
+
+
+@pytest.mark.charz(noise=0.02, quick={"max_time": 0.15})
+def test_collective(charz: Any, request: pytest.FixtureRequest, rank_pool: RankPool,
+                    collective_case: tuple[str, int]) -> None:
+    from pytest_charz.distributed import following
+    from pytest_charz.markers import marker_settings
+    from pytest_charz.models.comm import bus_factor
+    from pytest_charz.session import session_for
+    from pytest_charz.work import Collective
+
+    op, size = collective_case
+    ranks = rank_pool.get()
+    buffers = ranks.prepare(op, size, seed=int(charz.rng.integers(1, 2**62)))
+    mismatches = ranks.check(buffers)
+    assert not mismatches, "\n".join(mismatches)
+    n = ranks.world
+    case_shape: dict[str, Any] = {"collective": op, "bytes": buffers.nbytes, "ranks": n, "backend": rank_pool.backend,
+                                  "dtype": "fp32", "bus_factor": bus_factor(op, n)}
+    work = Work(collectives=(Collective(op, float(buffers.nbytes), n),), op="collective", shape=case_shape)
+    settings = marker_settings(request.node, session_for(request.config).base_settings(), charz.quick)
+    with following(charz, ranks, buffers, deadline_s=3 * settings.max_time_s + DEADLINE_GRACE_S):
+        charz.measure(buffers.run, work=work)
