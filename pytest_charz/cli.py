@@ -46,6 +46,12 @@ def _workload(args: argparse.Namespace) -> int:
     return workload_command(args)
 
 
+def _export(args: argparse.Namespace) -> int:
+    from .report.export_command import export_command
+
+    return export_command(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="charz", description="pytest-charz: targets, profiles, model validation")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -80,6 +86,16 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--no-holdout", action="store_true",
                            help="fit on every case (no held-out coverage is measured)")
     calibrate.set_defaults(func=_calibrate)
+
+    export = sub.add_parser("export", help="a run as pytest-benchmark JSON, or one row per case as CSV or Parquet")
+    export.add_argument("run", help="run file (.json, .json.gz or the session's .partial.jsonl journal)")
+    export.add_argument("--format", required=True, choices=["pytest-benchmark", "csv", "parquet"],
+                        help="pytest-benchmark: its JSON (pytest-benchmark compare, CI trackers); "
+                             "csv; parquet (extra 'export')")
+    export.add_argument("-o", "--out", default=None,
+                        help="file to write (default: next to the run, <run>.benchmark.json / .cases.csv / "
+                             ".cases.parquet)")
+    export.set_defaults(func=_export)
 
     from .report.workload_command import add_graph_options
 

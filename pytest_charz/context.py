@@ -81,9 +81,32 @@ class CaseContext:
         case = replace(case.judged(prediction, verdict), ops=ops)
         self._session.record(case)
         self.results.append(case)
+        # Before a failing verdict stops the test, so a failed case carries its figures too.
+        self._node.user_properties.extend(junit_properties(case, name))
         if verdict.fails:
             pytest.fail(f"charz {verdict.outcome}: {verdict.message}", pytrace=False)
         return measurement
+
+
+def junit_properties(case: "CaseRecord", label: str = "") -> list[tuple[str, Any]]:
+    """A judged case's figures as ``(name, value)`` pairs for the node's ``user_properties``,
+    which ``--junitxml`` writes as ``<property>`` elements: ``charz.outcome``, ``charz.ratio``,
+    ``charz.model_error``, ``charz.median_s``, ``charz.predicted_s`` (``charz.<label>.…`` for a
+    named measurement). An unknown figure (no baseline, an uncovered model) is left out rather
+    than written as "None" or "nan", so a CI tool reading a property gets a number."""
+    import math
+
+    prefix = f"charz.{label}." if label else "charz."
+    verdict, prediction = case.verdict, case.prediction
+    figures: list[tuple[str, Any]] = [
+        ("outcome", verdict.outcome if verdict is not None else None),
+        ("ratio", verdict.ratio if verdict is not None else None),
+        ("model_error", verdict.model_error if verdict is not None else None),
+        ("median_s", case.median_s),
+        ("predicted_s", prediction.time_s if prediction is not None else None),
+    ]
+    return [(prefix + key, value) for key, value in figures
+            if value is not None and not (isinstance(value, float) and not math.isfinite(value))]
 
 
 def case_record(node: pytest.Item, label: str, work: "Work", settings: "SamplerSettings",

@@ -242,13 +242,23 @@ def validate(runs: Sequence[RunArg], models: Sequence[str] | None = None,
             first = missing[0]["reason"] if missing else "; ".join(reasons) or "no case to score"
             skipped[name] = first
     kept = tuple(n for n in names if n not in skipped)
+    several_hosts = len({run.provenance.get("host") for run in loaded}) > 1
     return ValidationReport(
         created=utc_now_iso(timespec="seconds"), level=level,
         split=f"case ids matching {calibrate_on!r} calibrate" if calibrate_on else SPLIT_RULE,
-        runs=tuple({"path": run.path, "target": run.target.id, "created": run.created, "cases": len(run.cases)}
-                   for run in loaded),
+        runs=tuple(_run_entry(run, several_hosts) for run in loaded),
         models=kept, skipped=skipped, results=tuple(results),
         not_covered={n: tuple(not_covered.get(n, ())) for n in kept}, calibrations=calibrations)
+
+
+def _run_entry(run: Run, with_host: bool) -> dict[str, Any]:
+    """A validated run as the report lists it; with runs of several hosts, each names its host
+    (one host adds nothing, and single-host reports keep the layout they always had)."""
+    entry: dict[str, Any] = {"path": run.path, "target": run.target.id, "created": run.created,
+                             "cases": len(run.cases)}
+    if with_host:
+        entry["host"] = run.provenance.get("host")
+    return entry
 
 
 def _filled(ceilings: Ceilings) -> list[str]:

@@ -15,7 +15,7 @@ Profile JSON (version 1)::
      "bottom_line": [{"name", "value", "unit", "fraction_of_spec", "range", "unstable", "evidence", "caveat"}],
      "ceilings": [{"name", "value", "unit", "spec", "spec_source", "fraction_of_spec",
                    "evidence": {"cases", "best_case", "samples", "discarded", "runs", "values",
-                                "conditions": {...}},
+                                "by_host" (runs of several hosts: {host: figure}), "conditions": {...}},
                    "caveats": [...],
                    # transfer:<kind> also: "bandwidth", "latency_s", "fit": {"r2", "points"}}],
      "curves": {"bandwidth" | "copy" | "latency" | "latency_random" | "stream" | "flops" | "transfer"
@@ -36,7 +36,7 @@ from .bottomline import bottom_line
 from .cases import evidence_of, find_ceilings
 from .figures import CaseFigures
 
-_TRANSFER_MEDIAN_KEYS = ("bandwidth", "latency_s")
+_TRANSFER_MEDIAN_KEYS = ("bandwidth", "latency_s", "bus_bandwidth")
 #: Runs whose figures of one ceiling spread more than this (relative to their median) make it unstable.
 RUN_STABLE = 0.05
 
@@ -85,8 +85,32 @@ def _spread_caveat(values: list[float], unit: str) -> str | None:
     return f"spread over {len(values)} runs: {100 * spread:.1f}% (min {min(values):.4g}, max {max(values):.4g} {unit})"
 
 
-def _combine(name: str, found: list[tuple[int, CaseFigures]], run_count: int, kind: str) -> dict[str, Any]:
-    """One ceiling from each run's figure of it: median value, pooled evidence and caveats."""
+def _by_host(found: list[tuple[int, CaseFigures]], hosts: Sequence[str]) -> dict[str, float]:
+    """A ceiling's figure per host (the median over that host's runs), hosts in sorted order."""
+    per_host: dict[str, list[float]] = {}
+    for index, figure in found:
+        if figure.value is not None:
+            per_host.setdefault(hosts[index], []).append(figure.value)
+    return {host: statistics.median(per_host[host]) for host in sorted(per_host)}
+
+
+def _host_caveat(by_host: dict[str, float], unit: str) -> str | None:
+    """How far the hosts' figures of one ceiling are apart (relative to their median), naming each."""
+    values = list(by_host.values())
+    if len(values) < 2 or not statistics.median(values):
+        return None
+    middle = statistics.median(values)
+    spread = (max(values) - min(values)) / abs(middle)
+    each = ", ".join(f"{host} {value:.4g}" for host, value in by_host.items())
+    return f"differs between hosts by {100 * spread:.1f}% ({each} {unit})"
+
+
+def _combine(name: str, found: list[tuple[int, CaseFigures]], run_count: int, kind: str,
+             hosts: Sequence[str] = ()) -> dict[str, Any]:
+    """One ceiling from each run's figure of it: median value, pooled evidence and caveats.
+
+    ``hosts`` names each run's host; when the runs come from more than one, the evidence has the
+    figure per host (``by_host``) and a caveat says how far the hosts are apart."""
     first = found[0][1]
     values = [f.value for _, f in found if f.value is not None]
     value = statistics.median(values) if values else None
@@ -107,6 +131,13 @@ def _combine(name: str, found: list[tuple[int, CaseFigures]], run_count: int, ki
         unstable = True
         caveats.append(f"unstable: the runs give {min(values):.4g} to {max(values):.4g} {first.unit} (a range, "
                        f"not one figure); see the DRAM probes' spread for the cause")
+    # Only with several hosts: one host's figure is the ceiling itself (and the files stay as they were).
+    if len(set(hosts)) > 1:
+        by_host = _by_host(found, hosts)
+        evidence["by_host"] = by_host
+        between = _host_caveat(by_host, first.unit)
+        if between:
+            caveats.append(between)
     if run_count > 1 and len(found) < run_count:
         caveats.append(f"measured in {len(found)} of {run_count} runs")
     if run_count == 1:
@@ -186,7 +217,8 @@ def build_profile(runs: Sequence[Run], paths: Sequence[str] | None = None) -> di
             profile_caveats.append(f"{paths[index]}: run status is {run.status!r}; it may lack cases")
     if len(runs) == 1:
         profile_caveats.insert(0, "single run: no run-to-run spread is known")
-    ceilings = [_combine(name, found, len(runs), kind) for name, found in by_name.items()]
+    hosts = [str(run.provenance.get("host")) for run in runs]
+    ceilings = [_combine(name, found, len(runs), kind, hosts) for name, found in by_name.items()]
     # "version" before "kind": the order profile files have always had (and the golden files hold).
     return {
         "version": PROFILE.version,

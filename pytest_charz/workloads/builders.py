@@ -250,7 +250,7 @@ def build(name_or_config: str | ModelConfig, phase: str, batch: int = 1, seq: in
     if kernels == "eager":
         if tp != 1:
             raise UsageError(f"kernels='eager' models one device (tp=1); got tp={tp}")
-        ops = []
+        ops: list[Op] = []
         emit = Emitter(p, ops)
         x, tables = eager_embed(config, emit, batch, s_q)
         layers: LayerBuilder = EagerLayerBuilder(config, p, shape, ops, emit, tables, phase)
