@@ -117,3 +117,17 @@ def test_a_disturbed_reference_explains_only_a_faster_run():
     then = {"flags": ["other-load"], "other_cpu_s_per_s": 1.0, "top_other_processes": []}
     assert find_cause(_interval(), then, {}, None, ratio=0.8, threshold=0.05) is not None
     assert find_cause(_interval(), then, {}, None, ratio=1.2, threshold=0.05) is None
+
+
+def test_a_case_s_own_child_processes_are_not_other_load():
+    import subprocess
+    import sys
+
+    from pytest_charz.measure.conditions import read_busy_processes
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert child.pid not in {row["pid"] for row in read_busy_processes(top=10_000)}
+    finally:
+        child.kill()
+        child.wait()

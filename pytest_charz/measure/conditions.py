@@ -156,12 +156,19 @@ def read_governor() -> str | None:
 
 
 def read_busy_processes(exclude_pids: frozenset[int] = frozenset(), top: int = 5) -> tuple[dict[str, Any], ...]:
-    """Other processes with cumulative CPU time, most first (needs psutil; empty without it)."""
+    """Other processes with cumulative CPU time, most first (needs psutil; empty without it).
+
+    This process and its descendants are not "other": a case's own helper processes (the peer
+    ranks of a collective) are part of what it measures, not load beside it."""
     try:
         import psutil
     except ImportError:
         return ()
     mine = {os.getpid(), *exclude_pids}
+    try:
+        mine.update(child.pid for child in psutil.Process().children(recursive=True))
+    except psutil.Error:
+        pass
     rows = []
     for proc in psutil.process_iter(["pid", "name", "cpu_times"]):
         info = proc.info
