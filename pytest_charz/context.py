@@ -12,6 +12,7 @@ from .markers import MARKER_KEYS, VERDICT_KEYS, marker_settings, marker_verdict_
 
 if TYPE_CHECKING:
     from .measure.sampler import Measurement, SamplerSettings
+    from .devices.base import Device
     from .records import CaseRecord, OpTiming
     from .session import CharzSession
     from .targets.spec import TargetSpec
@@ -36,14 +37,16 @@ class CaseContext:
         self.results: list["CaseRecord"] = []
 
     def measure(self, fn: Callable[[], Any], work: "Work | None" = None, *, name: str = "",
-                ops: "Sequence[OpTiming]" = (), **settings: Any) -> "Measurement":
+                ops: "Sequence[OpTiming]" = (), device: "Device | None" = None, **settings: Any) -> "Measurement":
         """Measure ``fn`` (no arguments; does the case's ``work`` once per call) and record it.
 
         Keyword settings override the marker's: ``noise``, ``mode``, ``max_time``, ``min_samples``,
         ``max_samples``, ``min_time``, ``warmup``. ``ops`` are the per-op timings of a workload
         case (:class:`pytest_charz.records.OpTiming`, e.g. from one profiled run), kept in its
-        record. Returns the Measurement; the full case record (conditions, achieved rates) is in
-        ``charz.results``.
+        record. ``device`` times this measurement instead of the bound device: a wrapper of it of
+        the same backend, such as the lock-step device of a collective that keeps the peer ranks
+        in step batch by batch (:mod:`pytest_charz.distributed.lockstep`). Returns the
+        Measurement; the full case record (conditions, achieved rates) is in ``charz.results``.
         """
         from .records import OpTiming
 
@@ -69,7 +72,11 @@ class CaseContext:
                             **{k: v for k, v in settings.items() if k in VERDICT_KEYS}}
         sampler_settings = marker_settings(self._node, self._session.base_settings(), self.quick).updated(
             **{MARKER_KEYS[k]: v for k, v in settings.items() if k in MARKER_KEYS})
-        device = self.device
+        if device is None:
+            device = self.device
+        elif getattr(device, "backend", None) != self.device.backend:
+            raise UsageError(f"{self._node.nodeid}: measure(device=...) must wrap the bound {self.device.backend} "
+                             f"device, got a {getattr(device, 'backend', type(device).__name__)!r} one")
         with self._session.device_lock():
             before = conditions.host_snapshot(device.telemetry())
             measurement = sample(device, fn, sampler_settings, work=work)

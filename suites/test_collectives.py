@@ -147,5 +147,5 @@ def test_collective(charz: Any, request: pytest.FixtureRequest, rank_pool: RankP
                                   "dtype": "fp32", "bus_factor": bus_factor(op, n)}
     work = Work(collectives=(Collective(op, float(buffers.nbytes), n),), op="collective", shape=case_shape)
     settings = marker_settings(request.node, session_for(request.config).base_settings(), charz.quick)
-    with following(charz, ranks, buffers, deadline_s=3 * settings.max_time_s + DEADLINE_GRACE_S):
-        charz.measure(buffers.run, work=work)
+    with following(charz, ranks, buffers, deadline_s=3 * settings.max_time_s + DEADLINE_GRACE_S) as lockstep:
+        charz.measure(buffers.run, work=work, device=lockstep)

@@ -99,7 +99,8 @@ def test_fma_cpu(charz: Any, device: Any, cpu_fma: tuple[str, int]) -> None:
         cpu.fma_reference(init, a, b, check_iters, threads), rel=tolerance)
 
     iters = count_for_duration(
-        lambda count: device.time_batch(lambda: cpu.fma_chains(init, a, b, count, threads=threads), 1),
+        lambda count: device.time_batch(lambda: cpu.fma_chains(init, a, b, count, threads=threads), 1,
+                                        Work(flops=cpu.fma_flops(dtype, count, threads), dtype=dtype, op="fma")),
         start_count=10_000, target_s=FMA_CALL_S, max_count=2**40)
     checksum = [0.0]
 

@@ -308,8 +308,11 @@ def test_chase_cpu(charz: Any, device: Any, pytestconfig: pytest.Config, chase_c
         # From where the walk stands: calibration and samples meet lines not yet visited.
         position[0] = cpu.chase(buffer, count, position[0])
 
-    steps = count_for_duration(lambda count: device.time_batch(lambda: advance(count), 1),
-                               start_count=10_000, target_s=CHASE_CALL_S)
+    # The trial calls carry their Work too, so a device that simulates can time them.
+    steps = count_for_duration(
+        lambda count: device.time_batch(lambda: advance(count), 1, Work(accesses=count, op="chase", shape={
+            "working_set_bytes": buffer.nbytes, "line_bytes": CHASE_LINE_BYTES, "steps": count})),
+        start_count=10_000, target_s=CHASE_CALL_S)
 
     def run() -> None:
         advance(steps)
@@ -425,8 +428,10 @@ def test_chase_gpu(charz: Any, device: Any, gpu_kernels: Any, gpu_chase_bytes: i
         gpu_kernels.chase(table, count, out, start=int(order[position[0]]))
         position[0] = (position[0] + count) % slots
 
-    steps = count_for_duration(lambda count: device.time_batch(lambda: advance(count), 1),
-                               start_count=4096, target_s=CHASE_CALL_S, max_count=1 << 40)
+    steps = count_for_duration(
+        lambda count: device.time_batch(lambda: advance(count), 1, Work(accesses=count, launches=1, op="chase", shape={
+            "working_set_bytes": slots * GPU_CHASE_LINE_BYTES, "line_bytes": GPU_CHASE_LINE_BYTES, "steps": count})),
+        start_count=4096, target_s=CHASE_CALL_S, max_count=1 << 40)
 
     def run() -> None:
         advance(steps)

@@ -271,3 +271,38 @@ def test_several_measurements_of_one_test_need_their_own_names(pytester, fake_cl
     result.stdout.fnmatch_lines(["*measures twice under the same name ''*"])
     ids = [c["id"] for c in run_file(pytester)["cases"]]
     assert "test_two.py::test_named::small" in ids and "test_two.py::test_named::large" in ids
+
+
+WRAPPED = '''
+from pytest_charz import Work
+from pytest_charz.measure import clock
+
+class Doubling:
+    """Wraps the bound device: every batch costs twice what the call itself advanced."""
+    def __init__(self, device):
+        self._device = device
+    def __getattr__(self, name):
+        return getattr(self._device, name)
+    def time_batch(self, fn, inner, work=None):
+        return 2.0 * self._device.time_batch(fn, inner, work)
+
+class Elsewhere(Doubling):
+    backend = "toy"
+
+def test_wrapped(charz):
+    fake = clock.current()
+    charz.measure(lambda: fake.advance(1000), work=Work(flops=1.0, dtype="fp64"), device=Doubling(charz.device))
+
+def test_other_backend(charz):
+    fake = clock.current()
+    charz.measure(lambda: fake.advance(1000), work=Work(flops=1.0, dtype="fp64"), device=Elsewhere(charz.device))
+'''
+
+
+def test_a_measurement_may_be_timed_by_a_wrapper_of_the_bound_device(pytester, fake_clock, quiet_host):
+    pytester.makepyfile(test_wrapped=WRAPPED)
+    result = pytester.runpytest("--target=cpu", "--charz-out=run.json", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*must wrap the bound cpu device, got a 'toy' one*"])
+    (case,) = run_file(pytester)["cases"]
+    assert case["measurement"]["median_s"] == pytest.approx(2e-6)   # the wrapper's clock, not the device's

@@ -53,15 +53,10 @@ class LockStepDevice:
 
 @contextlib.contextmanager
 def following(charz: Any, ranks: Ranks, buffers: CollectiveBuffers, deadline_s: float) -> Iterator[LockStepDevice]:
-    """Inside, ``charz.measure`` times batches the peers join, and the whole block must end
-    within ``deadline_s`` (else the watchdog ends it with RankFailure). At the end the peers'
-    status of their last batch is collected."""
-    original = charz.device
-    lockstep = LockStepDevice(original, ranks, buffers)
-    charz.device = lockstep        # the context reads its device per measurement
-    try:
-        with ranks.deadline(deadline_s):
-            yield lockstep
-            ranks.finish(buffers)
-    finally:
-        charz.device = original
+    """The lock-step device for ``charz.measure(..., device=...)``: its batches are the ones the
+    peers join, and the whole block must end within ``deadline_s`` (else the watchdog ends it
+    with RankFailure). At the end the peers' status of their last batch is collected."""
+    lockstep = LockStepDevice(charz.device, ranks, buffers)
+    with ranks.deadline(deadline_s):
+        yield lockstep
+        ranks.finish(buffers)
