@@ -28,6 +28,12 @@ def _profile(args: argparse.Namespace) -> int:
     return profile_command(args)
 
 
+def _compare(args: argparse.Namespace) -> int:
+    from .report.compare_command import compare_command
+
+    return compare_command(args)
+
+
 def _validate(args: argparse.Namespace) -> int:
     from .report.validation_command import validate_command
 
@@ -66,6 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
     profile.add_argument("-o", "--out-dir", default=None, help="where to write (default: next to the first run file)")
     profile.add_argument("--name", default=None, help="base name of the profile files (default: <run>.profile)")
     profile.set_defaults(func=_profile)
+
+    compare = sub.add_parser("compare", help="targets side by side: ratios, winners and caveats from profiles")
+    compare.add_argument("profiles", nargs="+", help="profile files (.profile.json); the first is the baseline")
+    compare.add_argument("-o", "--out-dir", default=None, help="where to write (default: next to the first profile)")
+    compare.add_argument("--name", default=None, help="base name of the comparison files (default: comparison)")
+    compare.set_defaults(func=_compare)
 
     validate = sub.add_parser("validate", help="model error by regime, interval coverage and transfer")
     validate.add_argument("runs", nargs="+", help="run files (.json)")

@@ -165,6 +165,7 @@ VALIDATION = Format("charz-validation", 1, "charz validation report")
 BASELINE = Format("charz-baseline", 1, "charz baseline")
 GRAPH = Format("charz-graph", 1, "charz workload graph")
 GRAPH_PREDICTION = Format("charz-graph-prediction", 1, "charz workload graph prediction")
+COMPARISON = Format("charz-comparison", 1, "charz comparison")
 # Records nested in documents.
 CASE = Format("charz-case", 1, "case record")
 WORK = Format("charz-work", 1, "Work record")

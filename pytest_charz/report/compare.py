@@ -1,0 +1,214 @@
+"""Comparing capability profiles: targets side by side through their measured evidence.
+
+Pure: profiles in, a ``formats.COMPARISON`` document out; nothing here reads files, prints or plots
+(``charz compare``, :mod:`pytest_charz.report.compare_command`, does that).
+
+Comparison JSON (version 1)::
+
+    {"kind": "charz-comparison", "version": 1, "created": ISO-8601, "baseline": 0,
+     "targets": [{"label", "path", "id", "name", "kind", "runs"}],
+     "ceilings": [{"name", "unit", "better": "higher" | "lower" | null, "class",
+                   "values": [value or null per target],
+                   "ratios": [value / baseline value, or null],
+                   "intervals": [[min_B / max_A, max_B / min_A] or null],
+                   "interval_notes": ["baseline" | "single run" | "missing" | null],
+                   "unstable": [bool per target],
+                   "winner": target index or null, "margin": best / runner-up advantage or null}],
+     "classes": [{"class", "ceilings": [common names], "scores": [geometric-mean advantage over the
+                  baseline per target], "winner", "margin"}],
+     "caveats": [...]}
+
+A ratio is always ``value / baseline value``; an *advantage* turns it so that above 1 is better
+(the ratio for FLOP/s and bandwidth, its inverse for latency, launch, dispatch, wakeup, slowdown).
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any, Mapping, Sequence
+
+from ..formats import COMPARISON
+from ..measure.clock import utc_now_iso
+
+#: Workload classes and the ceiling names each holds (a prefix ending in ":" or an exact name).
+CLASSES: dict[str, tuple[str, ...]] = {
+    "compute": ("flops:", "gemm:"),
+    "memory": ("bandwidth:",),
+    "latency": ("latency:",),
+    "runtime": ("launch", "dispatch", "wakeup"),
+    "movement": ("transfer:", "collective:"),
+}
+_HIGHER = ("flops:", "gemm:", "bandwidth:", "transfer:", "collective:")
+_LOWER = ("latency:", "launch", "dispatch", "wakeup", "slowdown:")
+#: Two figures closer than this (relative) are a tie.
+TIE = 1e-9
+
+
+def _matches(name: str, pattern: str) -> bool:
+    if pattern.endswith(":"):
+        return name.startswith(pattern)
+    return name == pattern or name.startswith(pattern + ":")
+
+
+def better_direction(name: str) -> str | None:
+    """``"higher"``, ``"lower"`` or None (no better side, e.g. a capacity) for a ceiling name."""
+    if any(_matches(name, p) for p in _HIGHER):
+        return "higher"
+    if any(_matches(name, p) for p in _LOWER):
+        return "lower"
+    return None
+
+
+def workload_class(name: str) -> str | None:
+    """The workload class of a ceiling (see :data:`CLASSES`), None when it belongs to none."""
+    for klass, patterns in CLASSES.items():
+        if any(_matches(name, p) for p in patterns):
+            return klass
+    return None
+
+
+def run_values(ceiling: Mapping[str, Any] | None) -> tuple[float, float] | None:
+    """(min, max) of a ceiling over runs: its ``range``, else its evidence's values; None for one run."""
+    if not ceiling:
+        return None
+    if ceiling.get("range") and len(ceiling["range"]) == 2:
+        low, high = ceiling["range"]
+        return float(low), float(high)
+    values = [v for v in (ceiling.get("evidence") or {}).get("values") or () if v is not None]
+    if len(values) > 1:
+        return float(min(values)), float(max(values))
+    return None
+
+
+def ratio_interval(base: Mapping[str, Any] | None, other: Mapping[str, Any] | None) -> list[float] | None:
+    """[min_B / max_A, max_B / min_A] from both ceilings' values over runs; None unless both have several."""
+    a, b = run_values(base), run_values(other)
+    if a is None or b is None or a[0] <= 0 or a[1] <= 0:
+        return None
+    return [b[0] / a[1], b[1] / a[0]]
+
+
+def _advantage(ratio: float, better: str | None) -> float:
+    return ratio if better == "higher" else 1.0 / ratio
+
+
+def _winner(scores: Sequence[float | None]) -> tuple[int | None, float | None]:
+    """Index of the best advantage and its margin over the runner-up; (None, 1.0) for a tie."""
+    placed = sorted(((s, i) for i, s in enumerate(scores) if s is not None and s > 0), reverse=True)
+    if len(placed) < 2:
+        return None, None
+    (best, index), (second, _) = placed[0], placed[1]
+    if best <= second * (1 + TIE):
+        return None, 1.0
+    return index, best / second
+
+
+def labels(profiles: Sequence[Mapping[str, Any]], paths: Sequence[str]) -> list[str]:
+    """A short name per profile: its target id, with the file's name when two share an id."""
+    ids = [str((p.get("target") or {}).get("id")) for p in profiles]
+    return [f"{t} ({path.rsplit('/', 1)[-1]})" if ids.count(t) > 1 else t for t, path in zip(ids, paths)]
+
+
+def _ceiling_row(name: str, found: list[Mapping[str, Any] | None]) -> dict[str, Any]:
+    better = better_direction(name)
+    values = [c.get("value") if c else None for c in found]
+    base = values[0]
+    ratios: list[float | None] = []
+    intervals: list[list[float] | None] = []
+    notes: list[str | None] = []
+    for index, (ceiling, value) in enumerate(zip(found, values)):
+        if index == 0:
+            ratios.append(1.0 if base else None)
+            intervals.append(None)
+            notes.append("baseline")
+            continue
+        ratios.append(value / base if value is not None and base else None)
+        if value is None or base is None:
+            intervals.append(None)
+            notes.append("missing")
+            continue
+        interval = ratio_interval(found[0], ceiling)
+        intervals.append(interval)
+        notes.append(None if interval else "single run")
+    winner, margin = (None, None)
+    if better is not None and base:
+        winner, margin = _winner([_advantage(r, better) if r else None for r in ratios])
+    unit = next((c.get("unit") for c in found if c), "")
+    return {"name": name, "unit": unit, "better": better, "class": workload_class(name), "values": values,
+            "ratios": ratios, "intervals": intervals, "interval_notes": notes,
+            "unstable": [bool(c and c.get("unstable")) for c in found], "winner": winner, "margin": margin}
+
+
+def _class_rows(rows: list[dict[str, Any]], count: int) -> list[dict[str, Any]]:
+    out = []
+    for klass in CLASSES:
+        common = [r for r in rows if r["class"] == klass and all(v for v in r["values"])]
+        if not common:
+            continue
+        scores: list[float | None] = []
+        for index in range(count):
+            logs = [math.log(_advantage(r["ratios"][index], r["better"])) for r in common]
+            scores.append(math.exp(statistics.fmean(logs)))
+        winner, margin = _winner(scores)
+        out.append({"class": klass, "ceilings": [r["name"] for r in common], "scores": scores,
+                    "winner": winner, "margin": margin})
+    return out
+
+
+def _versions(profile: Mapping[str, Any]) -> dict[str, Any]:
+    prov = profile.get("provenance") or {}
+    found: dict[str, Any] = {"python": prov.get("python")}
+    found.update({f"library {k}": v for k, v in (prov.get("libraries") or {}).items()})
+    found.update({f"device {k}": v for k, v in ((prov.get("device") or {}).get("versions") or {}).items()})
+    return found
+
+
+def _caveats(profiles: Sequence[Mapping[str, Any]], names: list[str], rows: list[dict[str, Any]]) -> list[str]:
+    caveats: list[str] = []
+    kinds = [str((p.get("target") or {}).get("kind") or "-") for p in profiles]
+    if len(set(kinds)) > 1:
+        caveats.append("targets of different kinds (" + ", ".join(f"{n}: {k}" for n, k in zip(names, kinds))
+                       + "): the same ceiling name may measure different hardware paths")
+    versions = [_versions(p) for p in profiles]
+    for key in sorted({k for v in versions for k in v}):
+        seen = [v.get(key) for v in versions]
+        if any(s != seen[0] for s in seen[1:]):
+            caveats.append(f"software versions differ: {key} is "
+                           + ", ".join(f"{s if s is not None else 'absent'} ({n})" for s, n in zip(seen, names)))
+    for profile, name in zip(profiles, names):
+        if len(profile.get("runs") or ()) <= 1:
+            caveats.append(f"{name} is a single run: its ratios have no run-to-run interval")
+        differs = (profile.get("provenance") or {}).get("differs") or []
+        if differs:
+            caveats.append(f"{name}: its runs differ in {', '.join(differs)}")
+    for row in rows:
+        for name, unstable in zip(names, row["unstable"]):
+            if unstable:
+                caveats.append(f"{row['name']} is unstable in {name}: a range over runs, not one figure")
+        missing = [n for n, v in zip(names, row["values"]) if v is None]
+        if missing:
+            caveats.append(f"{row['name']} is missing from {', '.join(missing)}: not compared")
+    return caveats
+
+
+def compare_profiles(profiles: Sequence[Mapping[str, Any]], paths: Sequence[str] | None = None) -> dict[str, Any]:
+    """The comparison document of ``profiles`` (the first is the baseline), named by ``paths``."""
+    paths = list(paths) if paths is not None else [f"profile-{i}" for i in range(len(profiles))]
+    names = labels(profiles, paths)
+    order: list[str] = []
+    by_profile: list[dict[str, Mapping[str, Any]]] = []
+    for profile in profiles:
+        found = {c["name"]: c for c in profile.get("ceilings") or () if c.get("name")}
+        order.extend(n for n in found if n not in order)
+        by_profile.append(found)
+    rows = [_ceiling_row(name, [found.get(name) for found in by_profile]) for name in order]
+    targets = [{"label": label, "path": path, "id": (p.get("target") or {}).get("id"),
+                "name": (p.get("target") or {}).get("name"), "kind": (p.get("target") or {}).get("kind"),
+                "runs": len(p.get("runs") or ())} for label, path, p in zip(names, paths, profiles)]
+    return {**COMPARISON.stamp(), "created": utc_now_iso(), "baseline": 0, "targets": targets,
+            "ceilings": rows, "classes": _class_rows(rows, len(profiles)),
+            "caveats": _caveats(profiles, names, rows)}
+
+
+__all__ = ["CLASSES", "better_direction", "compare_profiles", "labels", "ratio_interval", "run_values",
+           "workload_class"]
