@@ -184,7 +184,8 @@ def _caveats(profiles: Sequence[Mapping[str, Any]], names: list[str], rows: list
     for row in rows:
         for name, unstable in zip(names, row["unstable"]):
             if unstable:
-                caveats.append(f"{row['name']} is unstable in {name}: a range over runs, not one figure")
+                caveats.append(f"{row['name']} is unstable in {name}: it moved between runs or with the run's "
+                               "DRAM probes (see its caveats there), so its ratio may not hold in another run")
         missing = [n for n, v in zip(names, row["values"]) if v is None]
         if missing:
             caveats.append(f"{row['name']} is missing from {', '.join(missing)}: not compared")
