@@ -35,8 +35,11 @@ class CaseJudge:
         profile_path = config.getoption("charz_profile")
         if profile_path:
             from .prediction import read_profile
+            from .session import PROFILE_KEY
 
-            ceilings = Ceilings.from_profile(read_profile(profile_path)).filled_from(ceilings)
+            # Read and checked once, when the session was configured (a bad file is a usage error).
+            profile = config.stash.get(PROFILE_KEY, None) or read_profile(profile_path)
+            ceilings = Ceilings.from_profile(profile).filled_from(ceilings)
         self.ceilings = ceilings
         self.calibration_file = self._load_calibration(root)
         threshold = config.getoption("charz_threshold")

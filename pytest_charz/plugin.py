@@ -74,8 +74,9 @@ def pytest_configure(config: pytest.Config) -> None:
         try:
             if config.getoption("charz_profile"):
                 from .formats import PROFILE
+                from .session import PROFILE_KEY
 
-                PROFILE.load(config.getoption("charz_profile"))
+                config.stash[PROFILE_KEY] = PROFILE.load(config.getoption("charz_profile"))
             if config.getoption("charz_out"):
                 from .run import check_writable
 

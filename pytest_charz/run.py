@@ -38,19 +38,26 @@ class RunWriter:
 
     def __init__(self, path: str, run: Run) -> None:
         self.path = path
-        self.run = run
+        self._header = run
+        self._cases: list[CaseRecord] = list(run.cases)
+        self._status = run.status
         check_writable(path)
         self._journal = open(journal_path(path), "w")
         self._journal.write(json.dumps(run.header()) + "\n")
         self._journal.flush()
 
+    @property
+    def run(self) -> Run:
+        """The run as recorded so far (after :meth:`finish`: as written)."""
+        return self._header.with_cases(tuple(self._cases), self._status)
+
     def add_case(self, case: CaseRecord) -> None:
-        self.run = self.run.with_cases((*self.run.cases, case))
+        self._cases.append(case)
         self._journal.write(json.dumps(case.to_json()) + "\n")
         self._journal.flush()
 
     def finish(self, status: str) -> None:
-        self.run = self.run.with_cases(self.run.cases, status)
+        self._status = status
         atomic_write_json(self.path, self.run.to_json())
         self._journal.close()
         try:

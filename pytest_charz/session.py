@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 import pytest
 
@@ -148,6 +148,8 @@ class CharzSession:
 
 
 SESSION_KEY = pytest.StashKey[CharzSession]()
+#: The capability profile of ``--charz-profile``, read and checked once by ``pytest_configure``.
+PROFILE_KEY = pytest.StashKey[Mapping[str, Any]]()
 
 
 def session_for(config: pytest.Config) -> CharzSession:

@@ -30,7 +30,7 @@ def _die_with_parent(parent: int) -> None:
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(1, 9)          # PR_SET_PDEATHSIG, SIGKILL
         except (OSError, AttributeError):
-            pass
+            pass  # no prctl: the parent-pid watch below still ends the peer
 
     def watch() -> None:
         event = threading.Event()

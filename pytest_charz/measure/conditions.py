@@ -168,7 +168,7 @@ def read_busy_processes(exclude_pids: frozenset[int] = frozenset(), top: int = 5
     try:
         mine.update(child.pid for child in psutil.Process().children(recursive=True))
     except psutil.Error:
-        pass
+        pass  # this process's own table vanished mid-read: count every other process as before
     rows = []
     for proc in psutil.process_iter(["pid", "name", "cpu_times"]):
         info = proc.info

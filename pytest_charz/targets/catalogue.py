@@ -31,6 +31,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from ..datafile import TableReader, join_field
 from ..formats import read_toml
 from ..errors import SpecError, UsageError
 from ..work import DTYPES, MEMORY_LEVELS
@@ -48,66 +49,20 @@ _ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _PCI_PATTERN = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{4}$")
 
 
-def _join(field: str, key: str) -> str:
-    return f"{field}.{key}" if field else key
-
-
-class _Reader:
-    """Validates one parsed file; every error names the file, the field path and the value."""
+class _Reader(TableReader):
+    """Validates one parsed target file; every error names the file, the field path and the value."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
+        super().__init__(path)
         self.sources: Mapping[str, str] = {}
-
-    def fail(self, field: str, problem: str, value: Any) -> SpecError:
-        return SpecError(f"{self.path}: {field} {problem}, got {value!r}")
-
-    def table(self, data: Any, field: str, required: tuple[str, ...],
-              optional: tuple[str, ...] = ()) -> dict[str, Any]:
-        if not isinstance(data, dict):
-            raise self.fail(field, "must be a table", data)
-        for key in data:
-            if key not in required and key not in optional:
-                allowed = ", ".join(required + optional)
-                raise self.fail(_join(field, key), f"is not a known field (known: {allowed})",
-                                data[key])
-        for key in required:
-            if key not in data:
-                raise SpecError(f"{self.path}: {_join(field, key)} is missing")
-        return data
-
-    def text(self, data: Mapping[str, Any], key: str, field: str,
-             default: str | None = None) -> str:
-        if key not in data and default is not None:
-            return default
-        value = data[key]
-        if not isinstance(value, str) or not value.strip():
-            raise self.fail(_join(field, key), "must be a non-empty string", value)
-        return value
-
-    def choice(self, data: Mapping[str, Any], key: str, field: str,
-               choices: tuple[str, ...]) -> str:
-        value = self.text(data, key, field)
-        if value not in choices:
-            raise self.fail(_join(field, key), f"must be one of {', '.join(choices)}", value)
-        return value
-
-    def texts(self, data: Mapping[str, Any], key: str, field: str) -> tuple[str, ...]:
-        value = data.get(key, [])
-        if not isinstance(value, list):
-            raise self.fail(_join(field, key), "must be a list of strings", value)
-        for index, item in enumerate(value):
-            if not isinstance(item, str) or not item.strip():
-                raise self.fail(f"{_join(field, key)}[{index}]", "must be a non-empty string", item)
-        return tuple(value)
 
     def figure(self, data: Mapping[str, Any], key: str, field: str,
                required: bool = True) -> Figure | None:
         if key not in data:
             if required:
-                raise SpecError(f"{self.path}: {_join(field, key)} is missing")
+                raise SpecError(f"{self.path}: {join_field(field, key)} is missing")
             return None
-        where = _join(field, key)
+        where = join_field(field, key)
         raw = self.table(data[key], where, ("value", "source"))
         value = raw["value"]
         if (not isinstance(value, (int, float)) or isinstance(value, bool)

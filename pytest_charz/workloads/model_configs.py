@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..datafile import TableReader, nearest_hint
 from ..formats import read_toml
 from ..errors import SpecError, UsageError, require_extra
 
@@ -157,49 +158,12 @@ class ModelConfig:
 
         unknown = [name for name in changes if name not in FIELD_TYPES]
         if unknown:
-            raise UsageError(f"{self.id}: unknown config field {unknown[0]!r}{_nearest_hint(unknown[0], FIELD_TYPES)}")
+            raise UsageError(f"{self.id}: unknown config field {unknown[0]!r}{nearest_hint(unknown[0], FIELD_TYPES)}")
         return replace(self, fields={**self.fields, **changes})
 
 
-def _nearest_hint(name: str, known: Any) -> str:
-    nearest = difflib.get_close_matches(name, list(known), n=1, cutoff=0.4)
-    return f"; did you mean {nearest[0]!r}?" if nearest else ""
-
-
-class _Reader:
-    """Validates one parsed file; every error names the file, the field and the value."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def fail(self, where: str, problem: str, value: Any) -> SpecError:
-        return SpecError(f"{self.path}: {where} {problem}, got {value!r}")
-
-    def table(self, data: Any, where: str, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict[str, Any]:
-        if not isinstance(data, dict):
-            raise self.fail(where or "the file", "must be a table", data)
-        known = required + optional
-        for key in data:
-            if key not in known:
-                raise self.fail(f"{where}.{key}" if where else key,
-                                f"is not a known field (known: {', '.join(known)}){_nearest_hint(key, known)}",
-                                data[key])
-        for key in required:
-            if key not in data:
-                raise SpecError(f"{self.path}: {where + '.' if where else ''}{key} is missing")
-        return data
-
-    def text(self, data: Mapping[str, Any], key: str, where: str) -> str:
-        value = data[key]
-        if not isinstance(value, str) or not value.strip():
-            raise self.fail(f"{where}.{key}", "must be a non-empty string", value)
-        return value
-
-    def texts(self, data: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
-        value = data.get(key, [])
-        if not isinstance(value, list) or not all(isinstance(item, str) and item.strip() for item in value):
-            raise self.fail(f"{where}.{key}", "must be a list of non-empty strings", value)
-        return tuple(value)
+class _Reader(TableReader):
+    """Validates one parsed model file; every error names the file, the field and the value."""
 
     def value(self, name: str, raw: Any) -> Any:
         wanted = FIELD_TYPES[name]
@@ -226,7 +190,7 @@ class _Reader:
                               ("default_dtype", "aliases", "notes"))
         family = self.text(identity, "family", "identity")
         if family not in FAMILY_FIELDS:
-            raise self.fail("identity.family", f"must be one of {', '.join(FAMILIES)}{_nearest_hint(family, FAMILIES)}",
+            raise self.fail("identity.family", f"must be one of {', '.join(FAMILIES)}{nearest_hint(family, FAMILIES)}",
                             family)
         for key, expected in zip(("config_class", "model_class"), FAMILY_CLASSES[family]):
             if self.text(identity, key, "identity") != expected:
