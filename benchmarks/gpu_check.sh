@@ -7,10 +7,11 @@
 #
 # Installs nothing: the environment must already have pytest-charz's `cuda` extra (CuPy,
 # nvidia-ml-py, PyTorch). CHARZ_TARGET names the target (default h200; an H200 NVL is not in
-# the catalogue and fails cleanly). The whole check ends within about 6 minutes: the preflight
-# gets 60 s, the suites CHARZ_SUITE_BUDGET_S (default 240 s), the profile
-# CHARZ_PROFILE_BUDGET_S (default 60 s); a step that overruns is stopped and counts as a
-# failure. Exits non-zero when any step fails.
+# the catalogue and fails cleanly). The whole check ends within about 7 minutes: the preflight
+# gets 60 s, the suites CHARZ_SUITE_BUDGET_S (default 240 s), the peer transfers between GPUs
+# CHARZ_PEER_BUDGET_S (default 60 s; with one GPU visible they skip, and the step shows why),
+# each profile CHARZ_PROFILE_BUDGET_S (default 60 s); a step that overruns is stopped and
+# counts as a failure. Exits non-zero when any step fails.
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
@@ -18,6 +19,7 @@ OUT_DIR="${1:-${OUT:-.charz/gpu-check}}"
 SUITE_BUDGET_S="${CHARZ_SUITE_BUDGET_S:-240}"
 TARGET="${CHARZ_TARGET:-h200}"
 PROFILE_BUDGET_S="${CHARZ_PROFILE_BUDGET_S:-60}"
+PEER_BUDGET_S="${CHARZ_PEER_BUDGET_S:-60}"
 PYTHON="${PYTHON:-python}"
 mkdir -p "$OUT_DIR"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -84,26 +86,42 @@ if ! "$PYTHON" -c "import importlib.metadata as m; m.distribution('pytest-charz'
     plugin_args=(-p pytest_charz.plugin)
 fi
 
-echo "== suites on target $TARGET (budget ${SUITE_BUDGET_S} s)"
+echo "== suites on target $TARGET (budget ${SUITE_BUDGET_S} s; peer transfers in the next step)"
 timeout --signal=INT --kill-after=20 "$SUITE_BUDGET_S" \
     "$PYTHON" -m pytest suites/ ${plugin_args[@]+"${plugin_args[@]}"} -p no:cacheprovider --target="$TARGET" --charz-quick \
-    --charz-out "$OUT_DIR/run.json" -q -rfE
+    -k "not test_peer_transfer_gpu" --charz-out "$OUT_DIR/run.json" -q -rfE
 status=$?
 if [ "$status" -ne 0 ]; then
     failures+=("suites (exit $status)")
 fi
 
+gpu_count=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
+echo "== peer transfers between GPUs: $gpu_count GPU(s) visible (budget ${PEER_BUDGET_S} s)"
+# -rs prints each skip's reason: with one GPU every peer case skips, and says so.
+timeout --signal=INT --kill-after=20 "$PEER_BUDGET_S" \
+    "$PYTHON" -m pytest suites/test_movement.py ${plugin_args[@]+"${plugin_args[@]}"} -p no:cacheprovider \
+    --target="$TARGET" --charz-quick -k test_peer_transfer_gpu --charz-out "$OUT_DIR/peer-run.json" -q -rsfE
+status=$?
+if [ "$status" -ne 0 ]; then
+    failures+=("peer transfers (exit $status)")
+fi
+
 echo "== profile (budget ${PROFILE_BUDGET_S} s)"
+if command -v charz >/dev/null 2>&1; then
+    profile_cmd=(charz)
+else
+    profile_cmd=("$PYTHON" -c "import sys; from pytest_charz.cli import main; sys.exit(main(sys.argv[1:]))")
+fi
 if [ -f "$OUT_DIR/run.json" ]; then
-    if command -v charz >/dev/null 2>&1; then
-        profile_cmd=(charz)
-    else
-        profile_cmd=("$PYTHON" -c "import sys; from pytest_charz.cli import main; sys.exit(main(sys.argv[1:]))")
-    fi
     timeout --kill-after=10 "$PROFILE_BUDGET_S" "${profile_cmd[@]}" profile "$OUT_DIR/run.json" -o "$OUT_DIR" \
         || failures+=("charz profile (exit $?)")
 else
     failures+=("no run file at $OUT_DIR/run.json")
+fi
+# Peer cases that ran (two GPUs or more) have a run file of their own: transfer:peer, both ways.
+if [ -f "$OUT_DIR/peer-run.json" ]; then
+    timeout --kill-after=10 "$PROFILE_BUDGET_S" "${profile_cmd[@]}" profile "$OUT_DIR/peer-run.json" \
+        -o "$OUT_DIR/peer-profile" || failures+=("charz profile of the peer run (exit $?)")
 fi
 
 echo "== GPU state after the run"

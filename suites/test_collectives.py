@@ -7,6 +7,11 @@ module. CPU targets: ``CPU_RANKS`` Gloo ranks (two processes on the host, loopba
 targets: one rank per visible GPU with NCCL (RCCL on ROCm builds), rank 0 on the bound GPU.
 (Written for GPUs but run only on CPUs so far.)
 
+Under ``torchrun`` (or any launcher that sets ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and
+``MASTER_PORT``) the ranks are the launcher's, on one node or several: every rank runs this
+module, rank 0 leads and records the cases, every other rank follows rank 0's commands for the
+whole module (its cases then skip, saying so) and drives the GPU of its ``LOCAL_RANK``.
+
 Each case prepares fresh random inputs from its seed on every rank (non-zero integers as
 float32, so sums are exact), runs the collective once and checks every rank's output against its
 reference, then measures rank 0's calls with the usual sampler while the peers run the same
@@ -73,16 +78,19 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("collective_case", cases)
 
 
-def rank_plan(device: Any) -> tuple[int, str, list[int] | None]:
+def rank_plan(device: Any, launched: Any = None) -> tuple[int, str, list[int] | None]:
     """(ranks, backend, GPU index per rank or None) for the bound device; skips the module's
-    cases where collectives cannot run (no torch.distributed, no backend, one CPU or GPU)."""
+    cases where collectives cannot run (no torch.distributed, no backend, one CPU or GPU).
+    ``launched``: this process's ``LaunchedRank`` under a launcher, whose world it is."""
     torch = pytest.importorskip("torch", reason="collectives run on torch.distributed")
     import torch.distributed as dist
 
     if not dist.is_available():
         pytest.skip("this PyTorch build has no torch.distributed")
     if dist.is_initialized():
-        pytest.skip("a default process group exists (torchrun?): this suite starts its own ranks")
+        pytest.skip("a default process group exists already: the suite needs a fresh one for its ranks")
+    if launched is not None:
+        return launched_plan(device, launched, dist)
     if device.backend == "cpu":
         from pytest_charz.kernels.cpu import available_threads
 
@@ -100,20 +108,40 @@ def rank_plan(device: Any) -> tuple[int, str, list[int] | None]:
     return count, "nccl", [index] + [i for i in range(count) if i != index]
 
 
-class RankPool:
-    """The module's ranks: started at first use, started afresh after a case tore them down."""
+def launched_plan(device: Any, launched: Any, dist: Any) -> tuple[int, str, list[int] | None]:
+    """:func:`rank_plan` under a launcher: its world, Gloo on CPUs, NCCL/RCCL on GPUs with rank 0
+    on the bound GPU (only rank 0's index is given: the other ranks drive their ``LOCAL_RANK``'s)."""
+    if launched.world < 2:
+        pytest.skip(f"the launcher started {launched.world} rank: collectives need two or more "
+                    "(torchrun --nproc-per-node=2, or several nodes)")
+    if device.backend == "cpu":
+        if not dist.is_gloo_available():
+            pytest.skip("this PyTorch build has no Gloo backend")
+        return launched.world, "gloo", None
+    if not dist.is_nccl_available():
+        pytest.skip("no NCCL/RCCL in this PyTorch build")
+    return launched.world, "nccl", [int(getattr(device, "index", 0) or 0)]   # rank 0's; each peer picks its own
 
-    def __init__(self, world: int, backend: str, indices: list[int] | None) -> None:
-        self.world, self.backend, self.indices = world, backend, indices
+
+class RankPool:
+    """The module's ranks: started at first use, started afresh after a case tore them down
+    (a launcher's ranks are joined once: once torn down, the job has to be run again)."""
+
+    def __init__(self, world: int, backend: str, indices: list[int] | None, launched: Any = None) -> None:
+        self.world, self.backend, self.indices, self.launched = world, backend, indices, launched
         self._ranks: Any = None
 
     def get(self) -> Any:
-        from pytest_charz.distributed import Ranks
+        from pytest_charz.distributed import RankFailure, Ranks
 
+        if self._ranks is not None and self._ranks.broken is not None and self.launched is not None:
+            raise RankFailure(f"the launcher's ranks were torn down ({self._ranks.broken}); they cannot be "
+                              "started afresh: run the job again")
         if self._ranks is None or self._ranks.broken is not None:
             if self._ranks is not None:
                 self._ranks.close()
-            self._ranks = Ranks(self.world, self.backend, self.indices, timeout_s=DATA_TIMEOUT_S).start()
+            self._ranks = Ranks(self.world, self.backend, self.indices, timeout_s=DATA_TIMEOUT_S,
+                                launched=self.launched).start()
         return self._ranks
 
     def close(self) -> None:
@@ -123,7 +151,17 @@ class RankPool:
 
 @pytest.fixture(scope="module")
 def rank_pool(device: Any) -> Iterator[RankPool]:
-    pool = RankPool(*rank_plan(device))
+    from pytest_charz.distributed import follow_launched, launched_rank
+
+    launched = launched_rank()
+    world, backend, indices = rank_plan(device, launched)
+    if launched is not None and launched.rank != 0:
+        # A launcher's peer: rank 0's cases run here as its commands say, for the whole module.
+        served = follow_launched(launched, backend, launched.local_rank if backend == "nccl" else None,
+                                 timeout_s=DATA_TIMEOUT_S)
+        pytest.skip(f"rank {launched.rank} of {launched.world}: this rank ran rank 0's collectives with it "
+                    f"({served} commands); rank 0 measures and records the cases")
+    pool = RankPool(world, backend, indices, launched)
     yield pool
     pool.close()
 

@@ -19,6 +19,15 @@ memory, and device-to-device copies, through ``Tensor.copy_`` on the device's st
 copies are asynchronous, the events bracket them). Pageable copies go through the driver's
 staging buffers and are synchronous to the host. The profile fits pinned transfers per kind.
 
+Between two GPUs (cuda, rocm; more than one device visible): peer copies from the bound GPU to
+its peer (the next visible index, wrapping around), back, and both directions at once on two
+pairs of streams, timed together (``gpu_common.PeerCopy``: PyTorch's cross-device copy, device
+events on the destination's stream). Kind ``peer``; ``shape.direction`` says which; a
+bidirectional case moves ``bytes_per_direction`` each way and counts both (``shape.bytes``, the
+Work's ``peer`` bytes), so the profile reads its bandwidth as the two directions' sum.
+``shape.peer_access`` and ``shape.path`` (``direct``, or ``through-host`` where the driver stages
+the copy because the GPUs cannot reach each other) say which path ran. One GPU: the cases skip.
+
 Every case checks that the destination holds the source, on random data from the case's seed
 (a random block of a little over 1 MiB repeated: the odd period shows shifted copies).
 """
@@ -82,6 +91,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 reason=f"one NUMA node with memory ({', '.join(with_memory) or 'no NUMA information'}): "
                        "no cross-node copies"))]
         metafunc.parametrize("numa_copy", cases)
+    if "peer_transfer" in metafunc.fixturenames:
+        bound, peers = _visible_peers(metafunc.config, plan.backend)
+        metafunc.parametrize("peer_transfer", peer_transfer_params(plan.backend, bound, peers, plan.cap_bytes))
     if "gpu_transfer" in metafunc.fixturenames:
         if plan.backend in ("cuda", "rocm"):
             cases = []
@@ -94,6 +106,38 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         else:
             cases = not_this_backend(f"a GPU transfer case; the bound device is {plan.backend}")
         metafunc.parametrize("gpu_transfer", cases)
+
+
+def peer_transfer_params(backend: str, bound_index: int, peer_indices: list[int], cap_bytes: int) -> list[Any]:
+    """The peer copy cases of the bound GPU: each direction over the copy sizes to the peer
+    :func:`~pytest_charz.devices.gpu_common.peer_of` picks (quick runs keep the GPU transfers'
+    quick sizes); one skipping parameter saying why when there is no peer."""
+    from pytest_charz.devices.gpu_common import PEER_DIRECTIONS, peer_of
+
+    if backend not in ("cuda", "rocm"):
+        return not_this_backend(f"a GPU peer transfer case; the bound device is {backend}")
+    peer = peer_of(bound_index, peer_indices)
+    if peer is None:
+        return [pytest.param(None, id="n/a", marks=pytest.mark.skip(
+            reason=f"one {backend} device visible ({backend} {bound_index}): peer transfers need a second"))]
+    cases = []
+    for direction in PEER_DIRECTIONS:
+        for size in copy_sizes(cap_bytes):
+            quick = in_quick_copies(size) or size == 4 * QUICK_MAX_BYTES
+            cases.append(pytest.param((direction, peer, size),
+                                      id=f"{direction}-gpu{bound_index}-gpu{peer}-{format_bytes_id(size)}",
+                                      marks=[] if quick else [pytest.mark.charz_slow]))
+    return cases
+
+
+def _visible_peers(config: pytest.Config, backend: str) -> tuple[int, list[int]]:
+    """The bound GPU's index and the other GPUs of its backend (none off a GPU)."""
+    if backend not in ("cuda", "rocm"):
+        return 0, []
+    from pytest_charz.session import session_for
+
+    device = session_for(config).bind().device
+    return int(getattr(device, "index", 0)), list(device.peer_indices())
 
 
 def numa_pairs(nodes: Any) -> list[tuple[int, int]]:
@@ -182,3 +226,20 @@ def test_transfer_gpu(charz: Any, device: Any, gpu_torch: Any, torch_device: Any
     work = Work(transfers={kind: float(nbytes)}, op="transfer",
                 shape={"bytes": nbytes, "kind": kind, "pinned": pinned})
     charz.measure(run, work=work)
+
+
+@pytest.mark.charz(noise=0.02, max_time=0.5, quick={"max_time": 0.12})
+def test_peer_transfer_gpu(charz: Any, device: Any, gpu_torch: Any, peer_transfer: tuple[str, int, int]) -> None:
+    direction, peer, nbytes = peer_transfer
+    data = gpu_torch.from_numpy(random_bytes(charz.rng, nbytes))
+    copy = device.peer_copy(peer, direction, data)
+    with copy.on_stream():
+        copy.run()
+    wrong = copy.check()
+    assert not wrong, "\n".join(wrong)
+    moved = nbytes * len(copy.routes)
+    work = Work(transfers={"peer": float(moved)}, op="transfer",
+                shape={"bytes": moved, "bytes_per_direction": nbytes, "kind": "peer", "direction": direction,
+                       "device": device.index, "peer_device": peer, "peer_access": copy.peer_access,
+                       "path": copy.path, "pinned": False})
+    charz.measure(copy.run, work=work, device=copy)

@@ -260,3 +260,61 @@ def test_quick_collection_of_the_suite(pytester: pytest.Pytester) -> None:
     assert all(node.endswith(("-16B]", "-1KiB]", "-64KiB]", "-1MiB]", "-4MiB]")) for node in quick)
     assert len(quick) == 5 * len(ops)
     assert any(node.endswith("-64MiB]") for node in full)
+
+
+# ---------------------------------------------------------------- under a launcher (torchrun)
+
+
+def test_launcher_variables_make_a_launched_rank() -> None:
+    from pytest_charz.distributed import LaunchedRank, launched_rank
+    from pytest_charz.errors import CharzError
+
+    env = {"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "MASTER_ADDR": "node0", "MASTER_PORT": "29500"}
+    assert launched_rank(env) == LaunchedRank(3, 8, 1, "node0", 29500)
+    assert launched_rank({k: v for k, v in env.items() if k != "LOCAL_RANK"}).local_rank == 3
+    assert launched_rank({k: v for k, v in env.items() if k != "MASTER_PORT"}) is None
+    assert launched_rank({}) is None
+    with pytest.raises(CharzError, match="WORLD_SIZE='eight'"):
+        launched_rank({**env, "WORLD_SIZE": "eight"})
+    with pytest.raises(CharzError, match="RANK=8 outside WORLD_SIZE=8"):
+        launched_rank({**env, "RANK": "8"})
+
+
+def test_only_the_launchers_rank_0_leads_its_world() -> None:
+    from pytest_charz.distributed import LaunchedRank, Ranks
+    from pytest_charz.errors import CharzError
+
+    with pytest.raises(CharzError, match="rank 1 of a 2-rank job"):
+        Ranks(2, launched=LaunchedRank(1, 2, 1, "127.0.0.1", 29500))
+    with pytest.raises(CharzError, match="with the job's world size"):
+        Ranks(3, launched=LaunchedRank(0, 2, 0, "127.0.0.1", 29500))
+
+
+def test_the_suite_joins_torchruns_ranks_instead_of_starting_its_own(tmp_path: Path) -> None:
+    """``torchrun --nproc-per-node=2 -m pytest suites/test_collectives.py``: rank 0 measures and
+    records two ranks' collectives, rank 1 follows it and skips its cases, no rank starts peers."""
+    import subprocess
+    import sys
+
+    torch = pytest.importorskip("torch")
+    if not (torch.distributed.is_available() and torch.distributed.is_gloo_available()):
+        pytest.skip("no torch.distributed with Gloo")
+    run = tmp_path / "run.json"
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+         "-m", "pytest", str(SUITES / "test_collectives.py"), "--charz-quick", "-p", "no:cacheprovider", "-q", "-rs",
+         "-k", "all-reduce-16B or p2p-1KiB", "--charz-out", str(run), "--charz-baselines", str(tmp_path / "baselines"),
+         "--charz-max-time", "0.05"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240, check=False)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-4000:]
+    assert "2 passed" in output and "2 skipped" in output, output[-4000:]
+    assert "rank 1 of 2: this rank ran rank 0's collectives with it" in output
+    from pytest_charz.run import load_run
+
+    cases = load_run(str(run)).cases
+    assert sorted(c.id.split("::")[-1] for c in cases) == ["test_collective[all-reduce-16B]",
+                                                         "test_collective[p2p-1KiB]"]
+    assert all(c.work.shape["ranks"] == 2 and c.work.shape["backend"] == "gloo" for c in cases)
+    assert _children() == []

@@ -19,7 +19,6 @@ from pytest_charz import cli
 from pytest_charz.errors import MissingExtraError
 from pytest_charz.report.export import (
     benchmark_stats,
-    case_rows,
     pytest_benchmark_document,
     row_columns,
 )
@@ -152,14 +151,42 @@ def test_csv_has_one_row_per_case_with_its_figures(run_path: Path, tmp_path: Pat
     assert lost["median_s"] == "" and int(lost["samples_discarded"]) == 3 and lost["samples_kept"] == "0"
 
 
-def test_parquet_round_trips_the_rows(run_path: Path, tmp_path: Path) -> None:
-    pandas = pytest.importorskip("pandas")
-    pytest.importorskip("pyarrow")
-    out = tmp_path / "cases.parquet"
-    assert cli.main(["export", str(run_path), "--format", "parquet", "-o", str(out)]) == 0
-    frame = pandas.read_parquet(out)
-    assert list(frame.columns) == row_columns(make_run(**_run_kwargs())) and len(frame) == 3
-    assert frame.loc[0, "median_s"] == pytest.approx(case_rows(make_run(**_run_kwargs()))[0]["median_s"])
+def _csv_field(value: Any) -> Any:
+    """A Parquet cell as the CSV writes the same figure, to compare the two files cell by cell."""
+    return "" if value is None else value
+
+
+def test_parquet_holds_the_csvs_rows_and_values_with_their_types(run_path: Path, tmp_path: Path) -> None:
+    """The extra ``export`` is installed by ``scripts/setup``: this runs wherever the tests do."""
+    pytest.importorskip("pyarrow", reason="Parquet export needs the extra: pip install 'pytest-charz[export]'")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    parquet, csv_path = tmp_path / "cases.parquet", tmp_path / "cases.csv"
+    assert cli.main(["export", str(run_path), "--format", "parquet", "-o", str(parquet)]) == 0
+    assert cli.main(["export", str(run_path), "--format", "csv", "-o", str(csv_path)]) == 0
+    table = pq.read_table(parquet)
+    with open(csv_path, newline="") as handle:
+        csv_rows = list(csv.DictReader(handle))
+    assert table.column_names == list(csv_rows[0]) == row_columns(make_run(**_run_kwargs()))
+    rows = table.to_pylist()
+    assert len(rows) == len(csv_rows) == 3                    # one row per case
+    for parquet_row, csv_row in zip(rows, csv_rows):
+        for column, value in parquet_row.items():
+            text = csv_row[column]
+            if isinstance(value, float):
+                assert float(text) == pytest.approx(value, rel=1e-15), column
+            elif isinstance(value, bool) or value is None:
+                assert text == str(_csv_field(value)), column
+            else:
+                assert type(value)(text) == value, column
+    # figures stay numbers, unknown figures are nulls (not NaN, not empty strings)
+    schema = table.schema
+    assert pa.types.is_floating(schema.field("median_s").type) and pa.types.is_integer(schema.field("samples_kept").type)
+    assert pa.types.is_boolean(schema.field("noise_met").type)
+    assert rows[2]["median_s"] is None and rows[1]["ratio"] is None and rows[0]["transfers:h2d"] is None
+    assert rows[0]["flops:fp64"] == pytest.approx(2 * 64**3) and rows[1]["transfers:h2d"] == pytest.approx(1e6)
+    assert json.loads(rows[0]["params"]) == {"dtype": "fp64", "n": 64}
 
 
 def test_parquet_without_the_extra_names_it(run_path: Path, monkeypatch: pytest.MonkeyPatch,

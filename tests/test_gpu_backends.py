@@ -320,6 +320,19 @@ def test_cuda_device_runs_without_pytorch_when_its_stream_cannot_be_shared(no_gp
     device.close()
 
 
+def test_cuda_peers_are_the_other_visible_gpus_and_copies_need_pytorch(no_gpu_libraries, cuda_device_factory) -> None:
+    from pytest_charz.errors import UsageError
+
+    device = cuda_device_factory(index=1, cupy=FakeCupy(bus_ids=("0000:19:00.0", "0000:3b:00.0", "0000:5d:00.0")))
+    assert device.peer_indices() == [0, 2]
+    with pytest.raises(UsageError, match="peer copies go through PyTorch"):
+        device.peer_copy(2, "to-peer", None)
+    device.close()
+    alone = cuda_device_factory(index=0, cupy=FakeCupy())
+    assert alone.peer_indices() == []
+    alone.close()
+
+
 def test_cuda_device_times_the_batch_between_events_on_its_stream(nvml: types.ModuleType, cuda_device_factory) -> None:
     cp = FakeCupy(elapsed_ms=2.5)
     device = cuda_device_factory(index=0, cupy=cp)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 from ..errors import UsageError, require_extra
 from .base import DeviceInfo
 from .detect_gpu import normalize_pci_bus_id, sysfs_pci_device_id
-from .gpu_common import TelemetryDiscards, flush_bytes
+from .gpu_common import PeerCopy, TelemetryDiscards, flush_bytes
 from .nvml import SM_CLOCK_THRESHOLD, NvmlTelemetry
 
 if TYPE_CHECKING:
@@ -185,6 +185,20 @@ class CudaDevice(TelemetryDiscards):
 
     def timer_resolution_s(self) -> float:
         return CUDA_EVENT_RESOLUTION_S
+
+    def peer_indices(self) -> list[int]:
+        """The other CUDA devices this process sees (candidates for peer copies)."""
+        return [i for i in range(self._cp.cuda.runtime.getDeviceCount()) if i != self.index]
+
+    def peer_copy(self, peer_index: int, direction: str, data: Any) -> PeerCopy:
+        """A copy of ``data`` (a CPU uint8 tensor) between this GPU and GPU ``peer_index`` in
+        ``direction`` (``gpu_common.PEER_DIRECTIONS``), through PyTorch on this device's stream."""
+        if self._torch is None or self._torch_stream is None:
+            raise UsageError(f"peer copies go through PyTorch, which this device cannot use: {self.torch_unavailable}")
+        if peer_index not in self.peer_indices():
+            raise UsageError(f"CUDA device {peer_index} is not a peer of device {self.index}; "
+                             f"visible peers: {self.peer_indices() or 'none'}")
+        return PeerCopy(self, self._torch, self._torch_stream, peer_index, direction, data)
 
     def time_batch(self, fn: Callable[[], Any], inner: int, work: "Work | None" = None) -> float:
         """Seconds between CUDA events recorded before and after ``inner`` calls of ``fn`` on

@@ -5,6 +5,10 @@ through rank 0's store, then follows rank 0's commands (the control protocol of 
 prepare a case's buffers, run and check one call, run N calls back to back, stop. It exits when
 rank 0 does (``PR_SET_PDEATHSIG`` where Linux offers it, and a thread watching the parent's pid
 everywhere), so no peer outlives the session.
+
+Under a launcher (``torchrun``) the peers are the launcher's processes: every rank but 0 runs
+pytest too, and the collectives suite hands that process to :func:`follow_launched`, which joins
+the launcher's rendezvous and follows rank 0 in the same way until it says stop.
 """
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ from datetime import timedelta
 from typing import Any, Sequence
 
 from .ranks import (CHECK, CHECK_FAILED, ERROR, FIELDS, MESSAGE_KEY, OK, PREPARE, READY_KEY, RUN, START_TIMEOUT_S,
-                    STOP)
+                    STOP, LaunchedRank, launcher_store)
 
 PARENT_POLL_S = 0.5
 
@@ -57,9 +61,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     import torch
     import torch.distributed as dist
 
-    from ..models.ceilings import COLLECTIVE_OPS
-    from .buffers import CollectiveBuffers
-
     device = torch.device("cpu")
     if args.backend != "gloo" and args.device_index is not None:
         torch.cuda.set_device(args.device_index)
@@ -70,22 +71,38 @@ def main(argv: Sequence[str] | None = None) -> int:
                             timeout=timedelta(seconds=args.timeout))
     control_group = dist.new_group(backend="gloo", timeout=timedelta(seconds=args.idle_timeout))
 
+    follow(args.rank, args.world, store, control_group, device)
+    dist.destroy_process_group()
+    return 0
+
+
+def follow(rank: int, world: int, store: Any, control_group: Any, device: Any) -> int:
+    """Follow rank 0's commands (the control protocol of ``ranks.py``) until it says stop;
+    returns the number of commands served. The process groups are joined already."""
+    import torch
+    import torch.distributed as dist
+
+    from ..models.ceilings import COLLECTIVE_OPS
+    from .buffers import CollectiveBuffers
+
     def report(status: int, message: str) -> int:
-        store.set(MESSAGE_KEY.format(rank=args.rank), message)
+        store.set(MESSAGE_KEY.format(rank=rank), message)
         return status
 
     buffers: Any = None
     status = OK
+    served = 0
     while True:
-        control = torch.zeros(FIELDS + args.world, dtype=torch.int64)
-        control[FIELDS + args.rank] = status
+        control = torch.zeros(FIELDS + world, dtype=torch.int64)
+        control[FIELDS + rank] = status
         dist.all_reduce(control, group=control_group)
         command, op_index, nbytes, seed, calls = (int(v) for v in control[:FIELDS].tolist())
         status = OK
+        served += 1
         try:
             if command == PREPARE:
                 buffers = None             # the previous case's memory first
-                buffers = CollectiveBuffers(COLLECTIVE_OPS[op_index - 1], nbytes, args.world, args.rank, seed,
+                buffers = CollectiveBuffers(COLLECTIVE_OPS[op_index - 1], nbytes, world, rank, seed,
                                             device, None)
             elif command == CHECK:
                 mismatch = buffers.check()
@@ -99,9 +116,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             elif command == STOP:
                 break
         except Exception as exc:  # reported to rank 0 at the next command; a lost collective ends us anyway
-            status = report(ERROR, f"rank {args.rank}: {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
-    dist.destroy_process_group()
-    return 0
+            status = report(ERROR, f"rank {rank}: {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
+    return served
+
+
+def follow_launched(launched: LaunchedRank, backend: str = "gloo", device_index: int | None = None,
+                    timeout_s: float = 60.0, idle_timeout_s: float = 1800.0) -> int:
+    """A launcher's rank other than 0: join its rendezvous, follow rank 0 until it says stop,
+    leave the groups. Returns the number of commands served."""
+    import torch
+    import torch.distributed as dist
+
+    if launched.rank == 0:
+        raise ValueError("rank 0 leads the ranks (distributed.Ranks); it does not follow")
+    device = torch.device("cpu")
+    if backend != "gloo" and device_index is not None:
+        torch.cuda.set_device(device_index)
+        device = torch.device("cuda", device_index)
+    dist.init_process_group(backend, init_method="env://", rank=launched.rank, world_size=launched.world,
+                            timeout=timedelta(seconds=timeout_s))
+    try:
+        store = launcher_store(dist, launched)
+        control_group = dist.new_group(backend="gloo", timeout=timedelta(seconds=idle_timeout_s))
+        return follow(launched.rank, launched.world, store, control_group, device)
+    finally:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -16,6 +16,13 @@ Watchdog: a thread polls the peers and the current step's deadline. A peer that 
 past its deadline, gets every peer killed, which makes rank 0's blocked Gloo call fail at once
 (the sockets close); the step then raises :class:`RankFailure` with the cause, and the ranks are
 torn down (no process left behind). Peers also exit when rank 0 does (``peer.py``).
+
+Under a launcher (``torchrun``, or anything that sets ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and
+``MASTER_PORT``; :func:`launched_rank`) every rank is a process the launcher started: rank 0 joins
+them through the launcher's rendezvous (``init_method="env://"``) instead of starting peers, the
+other ranks follow its commands (``peer.follow_launched``). The launcher owns those processes: it
+ends the job when one of them dies, and a hung peer is bounded by the groups' timeouts, not by
+the watchdog (which has nothing of its own to kill); torn-down ranks cannot be started afresh.
 """
 from __future__ import annotations
 
@@ -28,8 +35,9 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from ..errors import CharzError
 from ..measure import clock
@@ -60,18 +68,59 @@ def describe_exit(code: int) -> str:
     return f"exited with status {code}"
 
 
+#: What a launcher sets for each rank it starts (torchrun does; so do other elastic launchers).
+LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+@dataclass(frozen=True)
+class LaunchedRank:
+    """This process's place in a job a launcher started: global ``rank`` of ``world``, the
+    rank on its node (``local_rank``, the GPU it drives) and the rendezvous address."""
+
+    rank: int
+    world: int
+    local_rank: int
+    master_addr: str
+    master_port: int
+
+
+def launched_rank(environ: Mapping[str, str] | None = None) -> LaunchedRank | None:
+    """This process's :class:`LaunchedRank` when a launcher started it (every variable of
+    ``LAUNCHER_VARIABLES`` set), None otherwise; CharzError for a variable that is not a number
+    or a rank outside the world."""
+    env = os.environ if environ is None else environ
+    if not all(env.get(name) for name in LAUNCHER_VARIABLES):
+        return None
+    numbers: dict[str, int] = {}
+    for name in ("RANK", "WORLD_SIZE", "MASTER_PORT", "LOCAL_RANK"):
+        text = env.get(name) or (env["RANK"] if name == "LOCAL_RANK" else "")
+        try:
+            numbers[name] = int(text)
+        except ValueError:
+            raise CharzError(f"the launcher set {name}={text!r}, which is not a whole number") from None
+    if not 0 <= numbers["RANK"] < numbers["WORLD_SIZE"]:
+        raise CharzError(f"the launcher set RANK={numbers['RANK']} outside WORLD_SIZE={numbers['WORLD_SIZE']}")
+    return LaunchedRank(numbers["RANK"], numbers["WORLD_SIZE"], numbers["LOCAL_RANK"], env["MASTER_ADDR"],
+                        numbers["MASTER_PORT"])
+
+
 class Ranks:
     """A process group of ``world`` local ranks, this process rank 0, peers it started itself.
 
     ``backend``: ``gloo`` (CPU tensors) or ``nccl`` (RCCL on ROCm builds; one GPU per rank,
     ``device_indices[r]`` for rank r). ``timeout_s`` bounds each data collective and each step
-    without a deadline of its own.
+    without a deadline of its own. ``launched``: the ranks are a launcher's (this process is its
+    rank 0); they are joined, not started (see the module docstring).
     """
 
     def __init__(self, world: int, backend: str = "gloo", device_indices: Sequence[int] | None = None,
-                 timeout_s: float = 60.0, idle_timeout_s: float = 1800.0) -> None:
+                 timeout_s: float = 60.0, idle_timeout_s: float = 1800.0, launched: LaunchedRank | None = None) -> None:
         if world < 2:
             raise CharzError(f"a process group of {world} rank(s): collectives need at least 2")
+        if launched is not None and (launched.rank != 0 or launched.world != world):
+            raise CharzError(f"rank {launched.rank} of a {launched.world}-rank job cannot lead {world} ranks: "
+                             "only the launcher's rank 0 does, with the job's world size")
+        self.launched = launched
         self.world, self.backend, self.timeout_s, self.idle_timeout_s = world, backend, timeout_s, idle_timeout_s
         self.device_indices = list(device_indices) if device_indices is not None else None
         self.peers: dict[int, subprocess.Popen[bytes]] = {}
@@ -92,8 +141,9 @@ class Ranks:
         import torch.distributed as dist
 
         if dist.is_initialized():
-            raise CharzError("a default process group exists already (torchrun?): this launcher starts "
-                             "its own ranks in a fresh one")
+            raise CharzError("a default process group exists already: the ranks need a fresh one")
+        if self.launched is not None:
+            return self._join_launched(dist)
         # Port 0: the OS picks a free one (no race with another session); workers join later.
         self._store = dist.TCPStore("127.0.0.1", 0, self.world, True, timedelta(seconds=START_TIMEOUT_S),
                                     wait_for_workers=False)
@@ -105,6 +155,25 @@ class Ranks:
         with self.step("starting the peers", START_TIMEOUT_S):
             self._wait_ready()
             self._init_groups(dist)
+        return self
+
+    def _join_launched(self, dist: Any) -> "Ranks":
+        """Rank 0 of a launcher's job: the default group through its rendezvous, then a client of
+        its store for the peers' messages, then the control group."""
+        launched = self.launched
+        assert launched is not None
+        self._watchdog = threading.Thread(target=self._watch, name="charz-ranks-watchdog", daemon=True)
+        self._watchdog.start()
+        with self.step(f"joining the {self.world} ranks of the launcher at {launched.master_addr}:"
+                       f"{launched.master_port}", START_TIMEOUT_S):
+            if self.backend == "nccl" and self.device_indices is not None:
+                import torch
+
+                torch.cuda.set_device(self.device_indices[0])
+            dist.init_process_group(self.backend, init_method="env://", rank=0, world_size=self.world,
+                                    timeout=timedelta(seconds=self.timeout_s))
+            self._store = launcher_store(dist, launched)
+            self._control = dist.new_group(backend="gloo", timeout=timedelta(seconds=self.idle_timeout_s))
         return self
 
     def _spawn(self, rank: int) -> None:
@@ -307,3 +376,10 @@ class Ranks:
         if self.backend == "gloo" or self.device_indices is None:
             return torch.device("cpu")
         return torch.device("cuda", self.device_indices[0])
+
+
+def launcher_store(dist: Any, launched: LaunchedRank) -> Any:
+    """A client of the launcher's store (torchrun's agent, or rank 0's own under ``env://``),
+    which is up once the default group is: the peers' messages go through it."""
+    return dist.TCPStore(launched.master_addr, launched.master_port, None, False,
+                         timedelta(seconds=START_TIMEOUT_S))
