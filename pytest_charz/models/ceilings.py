@@ -42,11 +42,13 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import FormatError, UsageError
 from ..targets.links import link_ceilings
+from ..targets.priors import PRIOR_MODES, apply_priors, is_prior
 from ..targets.spec import Figure
 from ..work import DTYPES, MEMORY_LEVELS, TRANSFER_KINDS
 
 if TYPE_CHECKING:
     from ..targets.spec import TargetSpec
+    from ..work import Work
 
 CEILINGS_VERSION = 1
 COLLECTIVE_OPS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast", "p2p")  # models.comm
@@ -110,6 +112,9 @@ class Ceilings:
     collective_ranks: Mapping[str, Figure] = field(default_factory=dict)
     launch_overhead_s: Figure | None = None
     compute_units: Figure | None = None
+    # A launch overhead the spec's priors give (targets/priors.py): used by launch_overhead()
+    # only where no measured figure is set; kept apart so that what was measured stays known.
+    launch_prior_s: Figure | None = None
 
     def __post_init__(self) -> None:
         for name in _FIGURE_MAPS:
@@ -119,7 +124,7 @@ class Ceilings:
                     raise UsageError(f"Ceilings.{name} key {key!r} is not one of {', '.join(_KEYS[name])}")
                 _check_figure(name, figure, key)
             object.__setattr__(self, name, figures)
-        for name in _FIGURE_SCALARS:
+        for name in (*_FIGURE_SCALARS, "launch_prior_s"):
             figure = getattr(self, name)
             if figure is not None:
                 _check_figure(name, figure)
@@ -154,7 +159,41 @@ class Ceilings:
         return None if lat is None or bw is None or ranks is None else (lat.value, bw.value, int(ranks.value))
 
     def launch_overhead(self) -> float | None:
-        return _value(self.launch_overhead_s)
+        """The measured launch overhead (s), else the spec's prior, else None."""
+        return _value(self.launch_overhead_s or self.launch_prior_s)
+
+    def priors_used(self, work: "Work") -> dict[str, str]:
+        """The prior figures (``targets/priors.py``) a prediction of ``work`` consults, by name
+        (``flops:<dtype>``, ``bandwidth:<level>``, ``latency:<level>``, ``launch``,
+        ``transfer:<kind>:bandwidth``/``:latency``) with their sources; empty when every figure
+        it needs is a datasheet's or a measured one."""
+        used: dict[str, Figure] = {}
+
+        def note(name: str, figure: Figure | None) -> None:
+            if is_prior(figure):
+                assert figure is not None
+                used[name] = figure
+
+        for dtype in work.flops:
+            matrix = not work.op or work.op in MATRIX_OPS or dtype not in self.vector_peak_flops
+            note(f"flops:{dtype}", (self.peak_flops if matrix else self.vector_peak_flops).get(dtype))
+        for level in work.bytes:
+            note(f"bandwidth:{level}", self.bandwidth_bytes_per_s.get(level))
+        if work.accesses:
+            working_set = float(work.shape.get("working_set_bytes", math.inf))
+            for level in MEMORY_LEVELS:           # the levels the latency term reads (models.roofline)
+                note(f"latency:{level}", self.latency_s.get(level))
+                capacity = self.capacity(level)
+                if capacity is not None and working_set <= capacity:
+                    break
+        if work.launches and self.launch_overhead_s is None:
+            note("launch", self.launch_prior_s)
+        kinds = list(work.transfers) + (["peer"] if any(self.collective(c.op) is None
+                                                         for c in work.collectives) else [])
+        for kind in kinds:
+            note(f"transfer:{kind}:bandwidth", self.link_bandwidth_bytes_per_s.get(kind))
+            note(f"transfer:{kind}:latency", self.link_latency_s.get(kind))
+        return {name: figure.source for name, figure in used.items()}
 
     def units(self) -> int | None:
         value = _value(self.compute_units)
@@ -162,13 +201,20 @@ class Ceilings:
 
     # -- building ------------------------------------------------------------------------------
     @classmethod
-    def from_spec(cls, spec: "TargetSpec") -> "Ceilings":
-        """Datasheet ceilings of ``spec``.
+    def from_spec(cls, spec: "TargetSpec", priors: str = "all") -> "Ceilings":
+        """Datasheet ceilings of ``spec``, with its priors where it has them.
 
         Link figures are :func:`~pytest_charz.targets.links.link_ceilings` (derived ones, such as
-        ``d2d`` at half the DRAM bandwidth, say so in their source). The spec has no launch
-        overhead figure: it is a measured ceiling and comes from a profile.
+        ``d2d`` at half the DRAM bandwidth, say so in their source). With ``priors`` (the
+        default) the spec's ``[priors]`` are applied (:func:`~pytest_charz.targets.priors.apply_priors`):
+        achievable fractions scale the peaks and rates they name, and launch overhead, latencies
+        and missing links are filled; each such figure's source starts with ``prior: ``.
+        ``priors="missing"`` fills only what the datasheet lacks, leaving its peaks and rates
+        unscaled (the datasheet roofline: ``spec-roofline``); ``priors="none"`` gives the
+        datasheet alone (no launch overhead: that is measured).
         """
+        if priors not in PRIOR_MODES:
+            raise UsageError(f"Ceilings.from_spec priors must be one of {', '.join(PRIOR_MODES)}, got {priors!r}")
         memory = {level.name: level for level in spec.memory}
         bandwidth = {n: lv.bandwidth_bytes_per_s for n, lv in memory.items() if lv.bandwidth_bytes_per_s}
         capacity = {n: lv.capacity_bytes for n, lv in memory.items() if lv.capacity_bytes}
@@ -179,18 +225,21 @@ class Ceilings:
         derived = link_ceilings(spec)
         links = {kind: link.bandwidth_bytes_per_s for kind, link in derived.items()}
         link_latency = {kind: link.latency_s for kind, link in derived.items() if link.latency_s is not None}
+        peaks, vector = dict(spec.compute.peak_flops), dict(spec.compute.vector_peak_flops)
+        launch_prior = apply_priors(spec, peaks, vector, bandwidth, latency, links, link_latency, priors)
         return cls(
             target_id=spec.id,
             kind=spec.identity.kind,
             origin=f"spec:{spec.id}",
-            peak_flops=dict(spec.compute.peak_flops),
-            vector_peak_flops=dict(spec.compute.vector_peak_flops),
+            peak_flops=peaks,
+            vector_peak_flops=vector,
             bandwidth_bytes_per_s=bandwidth,
             capacity_bytes=capacity,
             latency_s=latency,
             link_bandwidth_bytes_per_s=links,
             link_latency_s=link_latency,
             compute_units=spec.compute.units,
+            launch_prior_s=launch_prior,
         )
 
     @classmethod
@@ -220,12 +269,12 @@ class Ceilings:
                     else:
                         merged[key] = _as_figure(value)
                 updates[name] = merged
-            elif name in _FIGURE_SCALARS:
+            elif name in (*_FIGURE_SCALARS, "launch_prior_s"):
                 updates[name] = None if change is None else _as_figure(change)
             elif name in ("target_id", "kind", "origin"):
                 updates[name] = str(change)
             else:
-                known = ", ".join(("target_id", "kind", "origin") + _FIGURE_MAPS + _FIGURE_SCALARS)
+                known = ", ".join(("target_id", "kind", "origin") + _FIGURE_MAPS + _FIGURE_SCALARS + ("launch_prior_s",))
                 raise UsageError(f"Ceilings has no figure {name!r}; known: {known}")
         return dataclasses.replace(self, **updates)
 
@@ -234,7 +283,7 @@ class Ceilings:
         updates: dict[str, Any] = {}
         for name in _FIGURE_MAPS:
             updates[name] = {**getattr(other, name), **getattr(self, name)}
-        for name in _FIGURE_SCALARS:
+        for name in (*_FIGURE_SCALARS, "launch_prior_s"):
             updates[name] = getattr(self, name) or getattr(other, name)
         updates["kind"] = self.kind or other.kind
         updates["target_id"] = self.target_id or other.target_id
@@ -251,6 +300,8 @@ class Ceilings:
         for name in _FIGURE_SCALARS:
             figure = getattr(self, name)
             data[name] = figure.to_json() if figure is not None else None
+        if self.launch_prior_s is not None:   # only when set: older files stay as they were
+            data["launch_prior_s"] = self.launch_prior_s.to_json()
         return data
 
     @classmethod
@@ -261,7 +312,7 @@ class Ceilings:
             kwargs: dict[str, Any] = {n: str(data.get(n, "")) for n in ("target_id", "kind", "origin")}
             for name in _FIGURE_MAPS:
                 kwargs[name] = {k: Figure(float(f["value"]), str(f["source"])) for k, f in (data.get(name) or {}).items()}
-            for name in _FIGURE_SCALARS:
+            for name in (*_FIGURE_SCALARS, "launch_prior_s"):
                 raw = data.get(name)
                 kwargs[name] = Figure(float(raw["value"]), str(raw["source"])) if raw else None
             return cls(**kwargs)

@@ -19,6 +19,11 @@ File schema (mirrors ``spec.py``)::
     [host_link] name, bandwidth_bytes_per_s (per direction), latency_us?, count?
     [[peer_links]] same as host_link
     [power]     tdp_w?, idle_w?
+    [priors]    launch_us?, host_link_latency_us?, peer_link_latency_us?,       (optional:
+                host_link_bandwidth_bytes_per_s?, peer_link_bandwidth_bytes_per_s?  spec-only
+    [priors.latency_ns]            level = FIGURE                                  predictions,
+    [priors.bandwidth_bytes_per_s] level = FIGURE                                  targets/priors.py)
+    [priors.efficiency]  gemm_<dtype>|dram|host_link|peer_link = FIGURE (a fraction in (0, 1])
 
 where FIGURE is ``{ value = <positive number>, source = "<key of [sources]>" }``.
 """
@@ -35,7 +40,7 @@ from ..datafile import TableReader, join_field
 from ..formats import read_toml
 from ..errors import SpecError, UsageError
 from ..work import DTYPES, MEMORY_LEVELS
-from .spec import Compute, Figure, Identity, Link, MemoryLevel, Power, TargetSpec
+from .spec import PRIOR_SCALARS, Compute, Figure, Identity, Link, MemoryLevel, Power, Priors, TargetSpec
 
 if TYPE_CHECKING:
     from ..devices.base import VisibleDevice
@@ -47,6 +52,7 @@ SCOPES = ("unit", "device", "socket", "system")
 HOST_NAMES = ("cpu", "host")
 _ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _PCI_PATTERN = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{4}$")
+EFFICIENCY_KEYS = (*(f"gemm_{dtype}" for dtype in DTYPES), "dram", "host_link", "peer_link")
 
 
 class _Reader(TableReader):
@@ -162,9 +168,24 @@ class _Reader(TableReader):
             ))
         return tuple(levels)
 
+    def priors(self, data: Any) -> Priors:
+        raw = self.table(data, "priors", (), (*PRIOR_SCALARS, "latency_ns", "bandwidth_bytes_per_s", "efficiency"))
+        maps: dict[str, dict[str, Figure]] = {}
+        for name, keys in (("latency_ns", MEMORY_LEVELS), ("bandwidth_bytes_per_s", MEMORY_LEVELS),
+                           ("efficiency", EFFICIENCY_KEYS)):
+            table = self.table(raw.get(name, {}), f"priors.{name}", (), keys)
+            maps[name] = {key: figure for key in table
+                          if (figure := self.figure(table, key, f"priors.{name}")) is not None}
+        for key, figure in maps["efficiency"].items():
+            if figure.value > 1:
+                raise self.fail(f"priors.efficiency.{key}.value", "must be a fraction in (0, 1]", figure.value)
+        fields: dict[str, Any] = {name: self.figure(raw, name, "priors", required=False) for name in PRIOR_SCALARS}
+        fields.update(maps)
+        return Priors(**fields)
+
     def spec(self, data: dict[str, Any]) -> TargetSpec:
         raw = self.table(data, "", ("identity", "sources", "compute", "memory"),
-                         ("host_link", "peer_links", "power", "notes"))
+                         ("host_link", "peer_links", "power", "notes", "priors"))
         sources = raw["sources"]
         if not isinstance(sources, dict) or not sources:
             raise self.fail("sources", "must be a non-empty table of citations", sources)
@@ -189,6 +210,7 @@ class _Reader(TableReader):
                              for index, item in enumerate(peer_raw)),
             power=power, sources=self.sources, origin=str(self.path),
             notes=self.texts(raw, "notes", "") if "notes" in raw else (),
+            priors=self.priors(raw["priors"]) if "priors" in raw else None,
         )
 
 

@@ -21,14 +21,30 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from ..errors import UsageError
-from .spec import Compute, Figure, Identity, MemoryLevel, TargetSpec
+from .spec import Compute, Figure, Identity, MemoryLevel, Priors, TargetSpec
 
 FMA_UNITS_ENV = "CHARZ_CPU_FMA_UNITS"
 CLOCK_ENV = "CHARZ_CPU_MHZ"
 # Intel AMX TMUL throughput per core and cycle: 1024 BF16 FLOP and 2048 INT8 OP.
 AMX_BF16_FLOP_PER_CYCLE = 1024
 AMX_INT8_OP_PER_CYCLE = 2048
+# Spec-only priors of the host (targets/priors.py): the OS tells neither the DRAM's type nor its
+# channels inside a virtual machine, so DRAM bandwidth is a per-logical-CPU figure, capped.
+DRAM_BYTES_PER_S_PER_CPU = 27.2e9
+DRAM_BYTES_PER_S_CAP = 780e9
+DISPATCH_US = 10.0
 SOURCES = {
+    "prior-host-dram": "pytest-charz design notes, 'Levels from both curves', 2026, docs/design-notes.md "
+                       "(bandwidth:dram 54.4 GB/s measured by the memory suite's STREAM case on a 2-vCPU "
+                       "Zen 5 guest: 27.2 GB/s per logical CPU), capped at 780 GB/s, the top of the STREAM "
+                       "Triad range Microsoft gives for its HBv4 DDR5 HPC virtual machines (650-780 GB/s; "
+                       "'Running your first benchmark using STREAM', Microsoft Learn, undated, "
+                       "https://learn.microsoft.com/en-us/azure/high-performance-computing/"
+                       "performance-benchmarking/stream-benchmark, Expected results by VM family)",
+    "prior-host-dispatch": "\"From PyTorch op to kernel launch\", J. Lin, GPU kernel serving lessons, lesson "
+                           "18, undated, https://jiahuanglin.xyz/all_lessons/gpu_kernel_serving/"
+                           "18_pytorch_to_kernel.html (5-25 us of host work per PyTorch eager op: Python, "
+                           "binding, dispatcher, backend; 10 us taken per dispatched op)",
     "procfs": "/proc/cpuinfo and /proc/meminfo of the running Linux kernel",
     "sysfs": "/sys/devices/system/cpu/cpu0/cache/index*/ and cpufreq of the running Linux kernel",
     "intel-amx": "Intel 64 and IA-32 Architectures Optimization Reference Manual, Intel, 2023, "
@@ -303,6 +319,10 @@ def derive_host_spec(texts: HostTexts, fma_units_override: str | None = None) ->
         if mem_total else None,
         bandwidth_bytes_per_s=None))
     isa = f"{texts.machine or 'cpu'} {width}-bit ({width_flag.split(' ')[0]})"
+    dram_prior = min(info.logical_cpus * DRAM_BYTES_PER_S_PER_CPU, DRAM_BYTES_PER_S_CAP)
+    priors = Priors(launch_us=Figure(DISPATCH_US, "prior-host-dispatch"),
+                    bandwidth_bytes_per_s={"dram": Figure(dram_prior, "prior-host-dram")}
+                    if info.logical_cpus else {})
     return TargetSpec(
         identity=Identity(id="cpu", name=info.model_name, vendor=info.vendor, kind="cpu",
                           backend="cpu", aliases=("host",), architecture=isa),
@@ -312,7 +332,7 @@ def derive_host_spec(texts: HostTexts, fma_units_override: str | None = None) ->
             unit_name="core", clock_base_mhz=None, clock_boost_mhz=clock,
             peak_flops=peaks, vector_peak_flops=vector),
         memory=tuple(memory), host_link=None, peer_links=(), power=None,
-        sources=dict(SOURCES), origin="derived at run time", notes=tuple(notes))
+        sources=dict(SOURCES), origin="derived at run time", notes=tuple(notes), priors=priors)
 
 
 def _read(path: Path) -> str:

@@ -114,7 +114,31 @@ def format_spec(spec: TargetSpec) -> str:
         for label, watts in (("TDP", power.tdp_w), ("idle", power.idle_w)):
             if watts is not None:
                 lines.append(f"  {label:<5} {_figure(watts, f'{watts.value:g} W')}")
+    if spec.priors is not None:
+        lines += ["", "Priors (spec-only predictions; marked 'prior:' in the ceilings)"]
+        lines += _priors(spec)
     if spec.notes:
         lines += ["", "Notes"] + [f"  - {note}" for note in spec.notes]
     lines += ["", "Sources"] + [f"  {key}: {citation}" for key, citation in spec.sources.items()]
     return "\n".join(lines)
+
+
+def _priors(spec: TargetSpec) -> list[str]:
+    priors = spec.priors
+    assert priors is not None
+    lines = []
+    for label, figure, unit in (("launch", priors.launch_us, "us"),
+                                ("host link latency", priors.host_link_latency_us, "us"),
+                                ("peer link latency", priors.peer_link_latency_us, "us"),
+                                ("host link", priors.host_link_bandwidth_bytes_per_s, "B/s"),
+                                ("peer link", priors.peer_link_bandwidth_bytes_per_s, "B/s")):
+        if figure is not None:
+            text = _si(figure.value, unit) if unit == "B/s" else f"{figure.value:g} {unit}"
+            lines.append(f"  {label:<18} {_figure(figure, text)}")
+    for level, figure in priors.latency_ns.items():
+        lines.append(f"  {'latency ' + level:<18} {_figure(figure, f'{figure.value:g} ns')}")
+    for level, figure in priors.bandwidth_bytes_per_s.items():
+        lines.append(f"  {'bandwidth ' + level:<18} {_figure(figure, _si(figure.value, 'B/s'))}")
+    for key, figure in priors.efficiency.items():
+        lines.append(f"  {'achievable ' + key:<18} {_figure(figure, f'{figure.value:.1%}')}")
+    return lines

@@ -71,6 +71,34 @@ class Power:
 
 
 @dataclass(frozen=True)
+class Priors:
+    """Figures a datasheet lacks, for predictions from the spec alone; each a cited published
+    measurement or a rule fitted on other targets' measurements (``targets/priors.py`` applies
+    them, ``pytest_charz.published`` holds the measurements the rules were fitted on).
+
+    ``efficiency``: achievable fraction of a datasheet figure per op class, keys ``gemm_<dtype>``
+    (the vendor GEMM's best over the dense matrix peak), ``dram`` (STREAM-like copy over the
+    datasheet bandwidth), ``host_link`` and ``peer_link`` (large copies over the per-direction
+    link rate). ``latency_ns`` and ``bandwidth_bytes_per_s`` by memory level where the spec has
+    none; ``host_link_*``/``peer_link_*`` where the spec has no such link or no latency for it.
+    """
+
+    launch_us: Figure | None = None
+    host_link_latency_us: Figure | None = None
+    peer_link_latency_us: Figure | None = None
+    host_link_bandwidth_bytes_per_s: Figure | None = None
+    peer_link_bandwidth_bytes_per_s: Figure | None = None
+    latency_ns: Mapping[str, Figure] = field(default_factory=dict)
+    bandwidth_bytes_per_s: Mapping[str, Figure] = field(default_factory=dict)
+    efficiency: Mapping[str, Figure] = field(default_factory=dict)
+
+
+PRIOR_SCALARS = ("launch_us", "host_link_latency_us", "peer_link_latency_us",
+                 "host_link_bandwidth_bytes_per_s", "peer_link_bandwidth_bytes_per_s")
+PRIOR_MAPS = ("latency_ns", "bandwidth_bytes_per_s", "efficiency")
+
+
+@dataclass(frozen=True)
 class TargetSpec:
     identity: Identity
     compute: Compute
@@ -81,6 +109,7 @@ class TargetSpec:
     sources: Mapping[str, str]   # citation key -> full citation
     origin: str = ""             # file it was loaded from, or "derived at run time"
     notes: tuple[str, ...] = ()
+    priors: Priors | None = None  # figures for spec-only predictions the datasheet lacks
 
     @property
     def id(self) -> str:
@@ -138,6 +167,7 @@ class TargetSpec:
                 power=Power(_figure(power.get("tdp_w")), _figure(power.get("idle_w"))) if power else None,
                 sources=dict(data.get("sources") or {}), origin=str(data.get("origin", "")),
                 notes=tuple(data.get("notes") or ()),
+                priors=_priors(data["priors"]) if data.get("priors") else None,
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise FormatError(f"{source} is malformed: {exc!r}") from exc
@@ -151,6 +181,12 @@ def _required(raw: Any) -> Figure:
     if not raw:
         raise ValueError(f"a required figure is missing ({raw!r})")
     return Figure(float(raw["value"]), str(raw["source"]))
+
+
+def _priors(raw: Mapping[str, Any]) -> Priors:
+    fields: dict[str, Any] = {name: _figure(raw.get(name)) for name in PRIOR_SCALARS}
+    fields.update({name: {k: _required(v) for k, v in (raw.get(name) or {}).items()} for name in PRIOR_MAPS})
+    return Priors(**fields)
 
 
 def _link(raw: Mapping[str, Any]) -> Link:

@@ -1,0 +1,105 @@
+"""The committed table of published GPU measurements: its loader, the priors' rules re-fitted
+from it, and the held-out rows scored against spec-only predictions."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_charz.errors import SpecError
+from pytest_charz.published import GemmCase, LlmCase, PublishedRow, load_measurements
+from pytest_charz.published.score import fitted_fractions, gemm_work, held_out_summary, score_row, score_rows
+from pytest_charz.published.table import TABLE_PATH
+from pytest_charz.report.published_report import render_published_markdown, write_published_report
+from pytest_charz.targets.catalogue import catalogue, resolve
+
+
+def test_every_row_is_typed_and_cites_its_source() -> None:
+    rows = load_measurements()
+    assert len({row.id for row in rows}) == len(rows)
+    for row in rows:
+        assert row.role in ("fitted-on", "held-out") and "http" in row.source, row.id
+        assert row.measured_time_s() > 0
+    assert {row.kind for row in rows} >= {"gemm", "stream", "llm"}
+    llm = next(row for row in rows if isinstance(row.case, LlmCase))
+    assert llm.case.batch == 8 and llm.case.input == 32 and llm.case.output == 128
+
+
+def test_the_catalogue_fractions_are_the_fits_of_the_rows_they_cite() -> None:
+    fitted = fitted_fractions()
+    checked = 0
+    for spec in catalogue().values():
+        for key, figure in (spec.priors.efficiency if spec.priors else {}).items():
+            # fp16 runs the same tensor-core path as bf16: its fraction is the bf16 fit.
+            rule = f"{figure.source}:{key}" if f"{figure.source}:{key}" in fitted else f"{figure.source}:gemm_bf16"
+            assert rule in fitted, (spec.id, key, figure.source)
+            assert figure.value == pytest.approx(fitted[rule], abs=6e-4), (spec.id, key)
+            assert figure.source in spec.sources and "measurements.toml" in spec.sources[figure.source]
+            checked += 1
+    assert checked >= 20
+
+
+def test_no_held_out_row_shares_a_target_with_the_rows_its_prior_was_fitted_on() -> None:
+    rows = load_measurements()
+    fitted_targets: dict[str, set[str]] = {}
+    for row in rows:
+        if not row.held_out:
+            fitted_targets.setdefault(row.fits, set()).add(row.target)
+    for row in rows:
+        if row.held_out and isinstance(row.case, GemmCase):
+            figure = resolve(row.target).priors.efficiency[f"gemm_{row.case.dtype}"]  # type: ignore[union-attr]
+            rule = f"{figure.source}:gemm_{row.case.dtype}"
+            assert row.target not in fitted_targets[rule], row.id
+
+
+def test_held_out_rows_meet_the_spec_only_acceptance() -> None:
+    scored = score_rows()
+    summary = held_out_summary(scored)
+    assert summary["unpredicted"] == {}
+    assert summary["rows"] >= 15 and len(summary["targets"]) >= 4
+    assert summary["median_abs_error"] <= 0.10
+    # A fitted-on row of a catalogue target is reproduced by the prior fitted on it.
+    mi250x = next(s for s in scored if s.row.id == "mi250x-mamf-bf16-2024")
+    assert abs(mi250x.error) < 0.01  # type: ignore[arg-type]
+
+
+def test_a_row_is_scored_as_predicted_over_measured_time() -> None:
+    case = GemmCase(4096, 4096, 4096, "bf16")
+    from pytest_charz import predict
+
+    predicted = predict(gemm_work(case), target="h100-sxm").time_s
+    achieved_tflops = 2.0 * 4096**3 / predicted / 1e12
+    row = PublishedRow("x", "h100-sxm", "gemm", "held-out", achieved_tflops / 1.25, "TFLOP/s", "s", case)
+    scored = score_row(row)
+    assert scored.error == pytest.approx(1 / 1.25 - 1)   # measured 25% slower: predicted 20% too fast
+    assert "flops:bf16" in scored.priors
+    outside = score_row(PublishedRow("y", "gh200", "gemm", "fitted-on", 800.0, "TFLOP/s", "s", case, fits="a:b"))
+    assert outside.error is None and "not a catalogue target" in outside.reason
+
+
+@pytest.mark.parametrize("edit, field", [
+    ('role = "held-out"\nvalue = 794.5', "role"),
+    ('unit = "TFLOP/s"\nsource = "mamf-2025"\ngemm = { m = 2048, n = 2048', "unit"),
+    ('fits = "prior-gemm-cdna3:gemm_bf16"\n', "fits"),
+    ('source = "vllm-ci-9515"', "source"),
+])
+def test_a_malformed_table_names_the_field(tmp_path: Path, edit: str, field: str) -> None:
+    text = TABLE_PATH.read_text()
+    assert edit in text
+    broken = {"role": 'role = "held_out"\nvalue = 794.5', "unit": edit.replace("TFLOP/s", "GFLOP/s", 1),
+              "fits": "", "source": 'source = "nowhere"'}[field]
+    path = tmp_path / "measurements.toml"
+    path.write_text(text.replace(edit, broken, 1))
+    with pytest.raises(SpecError, match=rf"rows\[\d+\]\.{field}"):
+        load_measurements(path)
+
+
+def test_the_report_marks_each_row_and_gives_its_error(tmp_path: Path) -> None:
+    scored = score_rows()
+    text = render_published_markdown(scored)
+    assert text.count("| held-out |") == sum(s.row.held_out for s in scored)
+    assert "| fitted-on |" in text and "median |time error|" in text
+    first = next(s for s in scored if s.row.held_out)
+    assert f"{first.error:+.1%}" in text
+    line = write_published_report(str(tmp_path))
+    assert (tmp_path / "published.md").read_text() == text and "held-out rows on" in line
