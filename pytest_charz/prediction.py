@@ -3,7 +3,9 @@
 Ceilings come from the target's datasheet spec, or from a capability profile when one is given
 (figures the profile lacks, such as capacities or unit counts, are filled from the spec; every
 figure keeps its source). ``spec-roofline`` always uses the datasheet; ``empirical-roofline``
-needs a profile. A :class:`~pytest_charz.calibration.efficiency.Calibration` divides the model's
+needs a profile. The ``opclass`` model also gets the profile's op-class figures (the measured
+GEMM, dispatch per framework), or the calibration's where it has them.
+A :class:`~pytest_charz.calibration.efficiency.Calibration` divides the model's
 prediction by the fitted efficiency, never below the roofline floor.
 
 This façade sits above ``models`` (which know nothing of profiles on disk or calibrations);
@@ -40,9 +42,10 @@ def ceilings_for(target: str, model: str = DEFAULT_MODEL, profile: ProfileArg = 
     """The ceilings ``model`` should see for ``target`` (and ``profile``, a mapping or file path)."""
     from .targets.catalogue import resolve
 
-    spec_ceilings = Ceilings.from_spec(resolve(target))
-    if model == "spec-roofline":
-        return spec_ceilings
+    spec = resolve(target)
+    if model == "spec-roofline":  # the datasheet roofline: priors only for figures it lacks
+        return Ceilings.from_spec(spec, priors="missing")
+    spec_ceilings = Ceilings.from_spec(spec)
     if profile is None:
         if model == "empirical-roofline":
             raise UsageError("empirical-roofline predicts from measured ceilings: pass profile=")
@@ -63,6 +66,21 @@ def _calibration_for(model: Model, calibration: CalibrationArg) -> Calibration |
     if calibration is not None and calibration.model != model.name:
         raise UsageError(f"the calibration is for model {calibration.model!r}, not {model.name!r}")
     return calibration
+
+
+def with_measured_costs(model: Model, profile: ProfileArg, calibration: Calibration | None) -> Model:
+    """A model with op-class figures (``opclass``) given the measured ones: the calibration's
+    first (its class fits were made against them), then the profile's; other models as they are."""
+    with_costs = getattr(model, "with_costs", None)
+    if with_costs is None:
+        return model
+    from .models.ceilings_profile import read_op_costs
+    from .models.opclass_costs import OpCosts
+
+    costs = read_op_costs(read_profile(profile)) if profile is not None else OpCosts()
+    if calibration is not None and calibration.costs is not None:
+        costs = calibration.costs.filled_from(costs)
+    return with_costs(costs) if costs else model
 
 
 @overload
@@ -88,6 +106,7 @@ def predict(
     chosen = get_model(model) if isinstance(model, str) else model
     ceilings = ceilings_for(target, chosen.name, profile)
     fitted = _calibration_for(chosen, calibration)
+    chosen = with_measured_costs(chosen, profile, fitted)
 
     def one(work: Work) -> Prediction:
         if not isinstance(work, Work):

@@ -11,6 +11,7 @@ Quick runs (``--charz-quick``) keep a subset of every sweep: one point per octav
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -48,7 +49,7 @@ class CacheLevel:
 class SizePlan:
     """What sizing needs to know about the bound target."""
 
-    backend: str                       # "cpu", "cuda", "rocm"
+    backend: str                       # "cpu", "cuda", "rocm", "sim"
     threads: int                       # CPU threads a case may use (1 on a GPU)
     caches: tuple[CacheLevel, ...]     # smallest first
     cap_bytes: int                     # the largest buffer one case may allocate
@@ -248,6 +249,26 @@ def _available_memory_bytes() -> int | None:
         return None
 
 
+def simulated_call() -> None:
+    """The callable of a case on the ``sim`` backend, which times the case's Work and never calls it."""
+    raise AssertionError("a simulated device times the case's Work; it never calls the case")
+
+
 def not_this_backend(reason: str) -> list[Any]:
     """The one parameter a test gets when it does not apply to the bound backend: it skips."""
     return [pytest.param(None, id="n/a", marks=pytest.mark.skip(reason=reason))]
+
+
+#: ``CHARZ_TORCH_THREADS=N`` runs the PyTorch ops of the op-class and held-out suites on N intra-op
+#: threads (default: PyTorch's own choice). One thread keeps a shared machine's neighbours from
+#: stalling a parallel region by a scheduler time slice (on a 2-vCPU VM shared with other jobs,
+#: 2-thread ops of 64 KiB and up took 7.9 or 15.9 ms instead of microseconds); calibration and
+#: held-out runs must use the same.
+TORCH_THREADS_ENV = "CHARZ_TORCH_THREADS"
+
+
+def set_torch_threads(torch: Any) -> None:
+    """Apply ``CHARZ_TORCH_THREADS`` to ``torch`` when it is set."""
+    wanted = os.environ.get(TORCH_THREADS_ENV, "").strip()
+    if wanted:
+        torch.set_num_threads(int(wanted))

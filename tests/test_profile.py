@@ -177,7 +177,7 @@ def test_every_kind_of_case_gives_its_ceiling(profile):
     names = {c["name"] for c in profile["ceilings"]}
     assert {"flops:fp64", "flops:fp32", "gemm:fp64", "bandwidth:dram", "bandwidth:l1", "bandwidth:l2",
             "bandwidth:l3", "capacity:l1", "capacity:l2", "capacity:l3", "latency:l1", "latency:l2", "latency:l3",
-            "latency:dram", "transfer:h2d", "transfer:d2h", "launch", "dispatch", "wakeup",
+            "latency:dram", "transfer:h2d", "transfer:d2h", "launch", "dispatch", "dispatch:torch", "wakeup",
             "slowdown:stream-vs-gemm"} == names
 
 
@@ -318,6 +318,8 @@ def test_transfer_fit_uses_pinned_cases(profile):
 def test_overheads_and_slowdowns(profile):
     assert ceiling(profile, "launch")["value"] == pytest.approx(2e-6)
     assert ceiling(profile, "dispatch")["value"] == pytest.approx(1.5e-6)
+    # the framework's own figure, which the op-class model and CPU graph predictions read
+    assert ceiling(profile, "dispatch:torch")["value"] == pytest.approx(1.5e-6)
     assert ceiling(profile, "wakeup")["unit"] == "s"
     slowdown = ceiling(profile, "slowdown:stream-vs-gemm")
     assert slowdown["value"] == pytest.approx(1.5) and slowdown["unit"] == "x" and slowdown["spec"] is None

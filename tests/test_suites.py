@@ -328,7 +328,8 @@ def test_quick_collection_keeps_small_sweeps_and_every_suite(pytester: pytest.Py
     assert set(quick) < set(full)
     modules = {node.split("::")[0].rsplit("/", 1)[-1] for node in quick}
     assert modules == {"test_compute.py", "test_memory.py", "test_movement.py", "test_runtime.py",
-                       "test_contention.py", "test_workloads.py", "test_collectives.py"}
+                       "test_contention.py", "test_workloads.py", "test_collectives.py", "test_opclasses.py",
+                       "test_heldout.py"}
     sweeps = [node for node in quick if "test_read_cpu[" in node or "test_chase_cpu[" in node]
     assert sweeps and all((_size_of(node) or 0) <= 64 * MIB for node in sweeps)
     full_chase = [_size_of(node) or 0 for node in full if "test_chase_cpu[" in node]

@@ -19,7 +19,9 @@ from ..errors import FormatError, UsageError
 
 if TYPE_CHECKING:
     from ..models.base import Prediction
+    from ..models.opclass_costs import OpCosts
     from ..work import Work
+    from .classes import ClassFit
 
 CALIBRATION_VERSION = 1
 
@@ -94,13 +96,18 @@ class Calibration:
     """What calibration learned about one model: efficiency per op class and interval factors.
 
     ``tables`` maps an op class to its table; the key ``""`` serves every other op. ``interval``
-    is ``(low_factor, high_factor)`` from :func:`conformal_interval` at ``level``.
+    is ``(low_factor, high_factor)`` from :func:`conformal_interval` at ``level``. ``classes``
+    (models with op-class figures only): fits per op class and dtype that apply to any Work of
+    the class (:mod:`.classes`), before any table; ``costs``: the op-class figures measured on
+    the calibration cases (:class:`~pytest_charz.models.opclass_costs.OpCosts`).
     """
 
     model: str
     tables: Mapping[str, EfficiencyTable] = field(default_factory=dict)
     interval: tuple[float, float] = (1.0, 1.0)
     level: float = 0.0
+    classes: Mapping[str, "ClassFit"] = field(default_factory=dict)
+    costs: "OpCosts | None" = None
 
     def __post_init__(self) -> None:
         low, high = (float(self.interval[0]), float(self.interval[1]))
@@ -108,6 +115,7 @@ class Calibration:
             raise UsageError(f"Calibration.interval must be finite with 0 <= low <= high, got {self.interval!r}")
         object.__setattr__(self, "interval", (low, high))
         object.__setattr__(self, "tables", dict(self.tables))
+        object.__setattr__(self, "classes", dict(self.classes))
 
     def adjust(self, prediction: "Prediction", work: "Work", floor_s: float) -> "Prediction":
         """``prediction`` divided by the op's efficiency, never below ``floor_s`` (the roofline
@@ -116,6 +124,12 @@ class Calibration:
         """
         if not prediction.covered:
             return prediction
+        if self.classes:
+            from .classes import lookup
+
+            fitted = lookup(self.classes, work)
+            if fitted is not None:
+                return fitted.apply(prediction, work, floor_s)
         table = self.tables.get(work.op) or self.tables.get("")
         time_s = prediction.time_s / table.at(table.size_of(work)) if table else prediction.time_s
         time_s = max(time_s, floor_s)
@@ -124,9 +138,17 @@ class Calibration:
                        model=f"{prediction.model}+calibration")
 
     def to_json(self) -> dict[str, Any]:
-        return {"version": CALIBRATION_VERSION, "model": self.model, "level": self.level,
-                "interval": list(self.interval),
-                "tables": {op: table.to_json() for op, table in self.tables.items()}}
+        data: dict[str, Any] = {"version": CALIBRATION_VERSION, "model": self.model, "level": self.level,
+                                "interval": list(self.interval),
+                                "tables": {op: table.to_json() for op, table in self.tables.items()}}
+        # classes and costs only when fitted: the calibrations of other models stay as they were
+        if self.classes:
+            from .classes import classes_to_json
+
+            data["classes"] = classes_to_json(self.classes)
+        if self.costs is not None:
+            data["costs"] = self.costs.to_json()
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Calibration":
@@ -134,7 +156,13 @@ class Calibration:
         try:
             tables = {str(op): EfficiencyTable.from_json(t) for op, t in (data.get("tables") or {}).items()}
             low, high = data.get("interval", (1.0, 1.0))
-            return cls(str(data["model"]), tables, (float(low), float(high)), float(data.get("level", 0.0)))
+            from ..models.opclass_costs import OpCosts
+            from .classes import classes_from_json
+
+            classes = classes_from_json(data.get("classes") or {})
+            costs = OpCosts.from_json(data["costs"]) if data.get("costs") else None
+            return cls(str(data["model"]), tables, (float(low), float(high)), float(data.get("level", 0.0)),
+                       classes, costs)
         except (KeyError, TypeError, ValueError, UsageError) as exc:
             raise FormatError(f"Calibration JSON is malformed: {exc}") from exc
 

@@ -29,6 +29,7 @@ from ..work import Work
 from .efficiency import Calibration
 from .fit import band_coverage, calibrated_prediction, fit
 from .observations import RunArg, ceilings_from_run, load_runs, observations, split_cases
+from .workloads import is_workload
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,10 @@ def calibrate(runs: Sequence[RunArg], model: str = DEFAULT_MODEL, target: str | 
     chosen = [run for run in loaded if target is None or run.target.id == target]
     if not chosen:
         raise UsageError(f"no run of target {target!r}; the runs are of {', '.join(ids)}")
-    cases = observations(chosen)
+    # workload cases (the held-out and workload suites) are what a calibration is tested on, never fitted on
+    cases = [c for c in observations(chosen) if not is_workload(c.work)]
+    if not cases:
+        raise UsageError("the runs hold no microbenchmark case to calibrate on (only workload cases)")
     if calibrate_on is not None or holdout == "alternate":
         fit_cases, held = split_cases(cases, calibrate_on)
     else:

@@ -25,7 +25,8 @@ from ..models.ceilings import Ceilings
 from ..models.roofline import roofline_floor_or_zero_s
 from ..work import Work
 from .efficiency import Calibration, EfficiencyTable, conformal_interval, fit_efficiency
-from .observations import Observation, measured_ceilings, model_ceilings, op_class
+from .observations import (Observation, measured_ceilings, measured_op_costs, model_ceilings, net_bandwidths,
+                           op_class)
 
 _SIZE_OF_REGIME = {"compute": "flops", "memory": "bytes", "latency": "accesses", "launch": "launches",
                    "transfer": "transfers"}
@@ -52,10 +53,20 @@ def calibrated_prediction(model: Model, calibration: Calibration, ceilings: Ceil
     """``model``'s prediction divided by the efficiency of the work's op class (else op, else the
     ``""`` table), never below the roofline floor; interval from ``bands[regime]`` when there is
     one, else the calibration's pooled factors."""
+    with_costs = getattr(model, "with_costs", None)
+    if calibration.costs is not None and with_costs is not None:
+        model = with_costs(calibration.costs)
     prediction = model.predict(work, ceilings)
     if not prediction.covered:
         return prediction
     floor_s = roofline_floor_or_zero_s(work, ceilings)
+    if calibration.classes:
+        from .classes import lookup
+
+        fitted_class = lookup(calibration.classes, work)
+        if fitted_class is not None:
+            # the class's own interval (its residuals, widened when extrapolated), not the regime's band
+            return fitted_class.apply(prediction, work, floor_s)
     table = calibration.tables.get(op_class(work))
     by_class = replace(calibration, tables={work.op: table}) if table else calibration
     adjusted = by_class.adjust(prediction, work, floor_s)
@@ -114,11 +125,27 @@ def fit(model: Model, cases: Sequence[Observation], spec: Ceilings, level: float
     Missing figures are measured on ``measured_from`` (default: ``cases``). Cases the model does
     not cover are left out. Raises UsageError when it covers none of them.
     """
-    ceilings = model_ceilings(model.name, spec, measured_ceilings(measured_from or cases, spec))
+    sources = measured_from or cases
+    with_costs = getattr(model, "with_costs", None)
+    costs = measured_op_costs(sources) if with_costs is not None else None
+    if with_costs is not None and costs is not None:
+        model = with_costs(costs)
+        # A framework op's bytes over its whole time charge its dispatch twice once the model
+        # adds the dispatch: such ops give bandwidth only net of their dispatch.
+        kernels = [c for c in sources if not (c.work.launches and c.work.bytes and c.work.op != "dispatch")]
+        ceilings = model_ceilings(model.name, spec, measured_ceilings(kernels, spec))
+        net = {level: figure for level, figure in net_bandwidths(sources, costs).items()
+               if figure.value > (ceilings.bandwidth(level) or 0.0)}
+        if net:
+            ceilings = ceilings.with_overrides(bandwidth_bytes_per_s=net)
+    else:
+        ceilings = model_ceilings(model.name, spec, measured_ceilings(sources, spec))
     points = [(c, p) for c in cases for p in [model.predict(c.work, ceilings)] if p.covered and p.time_s > 0]
     if not points:
         raise UsageError(f"model {model.name!r} covers none of the {len(cases)} calibration case(s)")
     tables = _fit_tables(points, knots)
+    if with_costs is not None:
+        return _fit_by_class(model, ceilings, points, tables, costs, level)
     residuals: dict[str, list[float]] = {}
     for index, (case, prediction) in enumerate(points):
         rest = [point for other, point in enumerate(points) if other != index and point[0].op_class == case.op_class]
@@ -130,9 +157,34 @@ def fit(model: Model, cases: Sequence[Observation], spec: Ceilings, level: float
     pooled = [r for values in residuals.values() for r in values]
     interval = _factors(pooled, level)
     calibration = Calibration(model.name, tables, interval[:2] if interval else (1.0, 1.0), level if interval else 0.0)
+    bands = _bands(residuals, points, interval, level)
+    return Fitted(model, ceilings, calibration, bands, {r: tuple(v) for r, v in residuals.items()})
+
+
+def _fit_by_class(model: Model, ceilings: Ceilings, points: Sequence[tuple[Observation, Prediction]],
+                  tables: Mapping[str, EfficiencyTable], costs: Any, level: float) -> Fitted:
+    """A model with op-class figures: class fits (:mod:`.classes`) and bands from their residuals."""
+    from .classes import fit_classes_with_residuals
+
+    classes, by_point = fit_classes_with_residuals(
+        [(c.work, p.time_s, c.measured_s, c.work.op) for c, p in points], level)
+    residuals: dict[str, list[float]] = {}
+    for (_, prediction), residual in zip(points, by_point):
+        if residual is not None:
+            residuals.setdefault(prediction.regime, []).append(residual)
+    pooled = [r for values in residuals.values() for r in values]
+    interval = _factors(pooled, level)
+    calibration = Calibration(model.name, tables, interval[:2] if interval else (1.0, 1.0),
+                              level if interval else 0.0, classes, costs)
+    return Fitted(model, ceilings, calibration, _bands(residuals, points, interval, level),
+                  {r: tuple(v) for r, v in residuals.items()})
+
+
+def _bands(residuals: Mapping[str, Sequence[float]], points: Sequence[tuple[Observation, Prediction]],
+           interval: tuple[float, float, str] | None, level: float) -> dict[str, dict[str, Any]]:
     bands: dict[str, dict[str, Any]] = {}
     for regime in REGIMES:
-        own = residuals.get(regime, [])
+        own = list(residuals.get(regime, []))
         if not own and not any(p.regime == regime for _, p in points):
             continue
         made = _factors(own, level)
@@ -142,7 +194,7 @@ def fit(model: Model, cases: Sequence[Observation], spec: Ceilings, level: float
             continue
         bands[regime] = {"lo": made[0] - 1.0, "hi": made[1] - 1.0, "n": len(own), "level": level,
                          "coverage": None, "method": made[2]}
-    return Fitted(model, ceilings, calibration, bands, {r: tuple(v) for r, v in residuals.items()})
+    return bands
 
 
 def band_coverage(fitted: Fitted, held_out: Sequence[Observation]) -> dict[str, float | None]:

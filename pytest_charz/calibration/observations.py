@@ -21,6 +21,7 @@ from typing import Iterable, Sequence, Union
 from ..errors import FormatError, UsageError
 from ..models.base import Uncovered
 from ..models.ceilings import Ceilings
+from ..models.opclass_costs import OpCosts, framework_of, op_class_of
 from ..models.roofline import latency_level
 from ..curves.links import link_figures
 from ..records import Run
@@ -176,6 +177,55 @@ def measured_ceilings(cases: Sequence[Observation], spec: Ceilings) -> Ceilings:
         launch_overhead_s=Figure(statistics.median(launches), f"{source}: median per-launch time") if launches else None,
         compute_units=spec.compute_units,
     )
+
+
+def measured_op_costs(cases: Sequence[Observation]) -> OpCosts:
+    """Op-class figures measured on ``cases``: the best GEMM FLOP/s per dtype, the median host
+    dispatch per framework op (the runtime suite's dispatch cases), the best transcendental
+    elements/s per dtype. Each figure's source names the cases it rests on."""
+    gemm: dict[str, float] = {}
+    dispatch: dict[str, list[float]] = {}
+    transcendental: dict[str, float] = {}
+    for case in cases:
+        work, time_s = case.work, case.measured_s
+        if work.op == "gemm" and len(work.flops) == 1:
+            (dtype, flops), = work.flops.items()
+            gemm[dtype] = max(gemm.get(dtype, 0.0), flops / time_s)
+        elif work.op == "dispatch" and work.launches and not work.flops and not work.bytes:
+            dispatch.setdefault(framework_of(work), []).append(time_s / work.launches)
+        elif op_class_of(work) == "transcendental" and len(work.flops) == 1:
+            (dtype, flops), = work.flops.items()
+            elements = float(work.shape.get("elements") or flops)
+            transcendental[dtype] = max(transcendental.get(dtype, 0.0), elements / time_s)
+    source = f"measured on {len(cases)} calibration case(s)"
+    return OpCosts(
+        {d: Figure(v, f"{source}: best achieved {d} GEMM FLOP/s") for d, v in gemm.items()},
+        {f: Figure(statistics.median(v), f"{source}: median {f} dispatch per op") for f, v in dispatch.items()},
+        {d: Figure(v, f"{source}: best {d} transcendental elements/s") for d, v in transcendental.items()})
+
+
+def net_bandwidths(cases: Sequence[Observation], costs: OpCosts) -> dict[str, Figure]:
+    """Best bytes/s per level of framework ops net of their dispatch: ``bytes / (time - launches
+    x dispatch)`` over single-level cases of a memory op class whose time is at least twice their
+    dispatch. A small op's bytes over its whole time would charge its dispatch a second time, as
+    bandwidth, once the op-class model adds the dispatch itself."""
+    best: dict[str, tuple[float, int]] = {}
+    for case in cases:
+        work = case.work
+        if op_class_of(work) not in _MEMORY_CLASSES or len(work.bytes) != 1 or not work.launches:
+            continue
+        dispatch = costs.dispatch(framework_of(work))
+        if dispatch is None or case.measured_s < 2 * work.launches * dispatch:
+            continue
+        (level, moved), = work.bytes.items()
+        rate = moved / (case.measured_s - work.launches * dispatch)
+        if rate > best.get(level, (0.0, 0))[0]:
+            best[level] = (rate, best.get(level, (0.0, 0))[1] + 1)
+    return {level: Figure(rate, f"measured on {len(cases)} calibration case(s): best {level} bytes/s of "
+                          "framework ops net of their dispatch") for level, (rate, _) in best.items()}
+
+
+_MEMORY_CLASSES = frozenset({"elementwise", "copy", "reduction"})
 
 
 def model_ceilings(model: str, spec: Ceilings, measured: Ceilings) -> Ceilings:

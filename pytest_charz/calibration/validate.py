@@ -14,6 +14,11 @@ transferring" when its absolute error exceeds twice the P90 absolute error of th
 on its own calibration cases of that regime (each predicted without itself, as for the bands), or
 lies outside its interval.
 
+Workloads (:mod:`.workloads`): workload cases never calibrate the split above; with runs that
+hold both microbenchmarks and workload cases of a target, each model is calibrated on the
+microbenchmarks alone and scored on every workload op and every workload end to end (the
+``workloads`` list of the report, absent without workload cases).
+
 Validation JSON (``formats.VALIDATION``, version 1, kind ``charz-validation``) carries every
 scored case, so reports (:mod:`pytest_charz.report.validation`) draw from it alone.
 """
@@ -31,6 +36,7 @@ from ..models.ceilings import Ceilings
 from ..models.registry import MODELS, get_model
 from ..records import Run
 from .fit import Fitted, fit
+from .workloads import is_workload, validate_workloads
 from .observations import (Observation, RunArg, ceilings_from_run, load_runs, measured_ceilings, model_ceilings,
                            observations, split_cases)
 
@@ -110,6 +116,7 @@ class ValidationReport:
     results: tuple[CaseResult, ...]
     not_covered: Mapping[str, tuple[Mapping[str, str], ...]]
     calibrations: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    workloads: tuple[Mapping[str, Any], ...] = ()
 
     def held_out(self, model: str) -> list[CaseResult]:
         return [r for r in self.results if r.model == model and r.kind == "held-out"]
@@ -151,6 +158,8 @@ class ValidationReport:
             "stops_transferring": {m: [r.to_json() for r in self.stops_transferring(m)] for m in self.models},
             "calibrations": {m: dict(c) for m, c in self.calibrations.items()},
             "cases": [r.to_json() for r in self.results],
+            # only for runs with workload cases: the reports of microbenchmark runs stay as they were
+            **({"workloads": [dict(w) for w in self.workloads]} if self.workloads else {}),
         }
 
 
@@ -194,14 +203,14 @@ def validate(runs: Sequence[RunArg], models: Sequence[str] | None = None,
         by_target.setdefault(run.target.id, []).append(run)
     prepared = {}
     for target, members in by_target.items():
-        cases = observations(members)
+        cases = [c for c in observations(members) if not is_workload(c.work)]
         prepared[target] = (cases, *split_cases(cases, calibrate_on), ceilings_from_run(members[0]))
     # transfer groups: targets when there are several, else runs
     if len(by_target) >= 2:
         groups = [(t, prepared[t][0], prepared[t][3]) for t in by_target]
     elif len(loaded) >= 2:
-        groups = [(f"{run.path or 'run'}#{i}", observations([run]), ceilings_from_run(run))
-                  for i, run in enumerate(loaded)]
+        groups = [(f"{run.path or 'run'}#{i}", [c for c in observations([run]) if not is_workload(c.work)],
+                   ceilings_from_run(run)) for i, run in enumerate(loaded)]
     else:
         groups = []
 
@@ -242,13 +251,15 @@ def validate(runs: Sequence[RunArg], models: Sequence[str] | None = None,
             first = missing[0]["reason"] if missing else "; ".join(reasons) or "no case to score"
             skipped[name] = first
     kept = tuple(n for n in names if n not in skipped)
+    workloads = tuple(found.to_json() for name in kept for found in validate_workloads(loaded, name, level))
     several_hosts = len({run.provenance.get("host") for run in loaded}) > 1
     return ValidationReport(
         created=utc_now_iso(timespec="seconds"), level=level,
         split=f"case ids matching {calibrate_on!r} calibrate" if calibrate_on else SPLIT_RULE,
         runs=tuple(_run_entry(run, several_hosts) for run in loaded),
         models=kept, skipped=skipped, results=tuple(results),
-        not_covered={n: tuple(not_covered.get(n, ())) for n in kept}, calibrations=calibrations)
+        not_covered={n: tuple(not_covered.get(n, ())) for n in kept}, calibrations=calibrations,
+        workloads=workloads)
 
 
 def _run_entry(run: Run, with_host: bool) -> dict[str, Any]:

@@ -27,6 +27,7 @@ _REGIME_OF_KIND = {
     "memory": "memory",
     "latency": "latency",
     "launch": "launch",
+    "dispatch": "launch",          # a framework's host dispatch per op (models.opclass)
     "link": "transfer",
     "collective": "transfer",
 }
@@ -51,7 +52,8 @@ class Prediction:
     ``interval_s`` is the model's own (low, high) uncertainty in seconds; before calibration it is
     ``(time_s, time_s)``. ``breakdown`` gives seconds per term; ``bound`` names the dominating
     term and ``regime`` its kind. When ``covered`` is False, ``reason`` says why and the times are
-    NaN (written as null in JSON).
+    NaN (written as null in JSON). ``notes`` say what a user should know of a covered prediction
+    (``extrapolated: ...`` when a calibration is applied outside the sizes it was fitted on).
     """
 
     time_s: float
@@ -61,10 +63,12 @@ class Prediction:
     model: str
     covered: bool = True
     reason: str = ""
+    notes: tuple[str, ...] = ()
     regime: str = field(init=False, default="")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "breakdown", dict(self.breakdown))
+        object.__setattr__(self, "notes", tuple(str(note) for note in self.notes))
         object.__setattr__(self, "interval_s", (float(self.interval_s[0]), float(self.interval_s[1])))
         if not self.covered:
             if not self.reason:
@@ -101,6 +105,8 @@ class Prediction:
             "breakdown": dict(self.breakdown),
             "covered": self.covered,
             "reason": self.reason,
+            # notes only when there are some: the predictions written before them stay as they were
+            **({"notes": list(self.notes)} if self.notes else {}),
         }
 
     @classmethod
@@ -116,6 +122,7 @@ class Prediction:
                 str(data["model"]),
                 covered=bool(data["covered"]),
                 reason=str(data.get("reason", "")),
+                notes=tuple(str(note) for note in data.get("notes") or ()),
             )
         except (KeyError, TypeError, ValueError, UsageError) as exc:
             raise FormatError(f"Prediction JSON is malformed: {exc}") from exc

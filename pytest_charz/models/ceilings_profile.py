@@ -2,13 +2,16 @@
 keys of the contract in :mod:`.ceilings`' docstring, checked, every figure with its source."""
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import FormatError, UsageError
 from ..formats import PROFILE
 from ..targets.spec import Figure
 from ..work import DTYPES, MEMORY_LEVELS, TRANSFER_KINDS
 from .ceilings import _FIGURE_MAPS, COLLECTIVE_OPS, _check_figure
+
+if TYPE_CHECKING:
+    from .opclass_costs import OpCosts
 
 # -- capability profile reading ------------------------------------------------------------------
 _UNIT_SCALE: dict[str, dict[str, float]] = {
@@ -129,3 +132,32 @@ def read_profile_figures(profile: Mapping[str, Any]) -> dict[str, Any]:
         else:
             out[field_name][key] = figure
     return out
+
+
+def read_op_costs(profile: Mapping[str, Any]) -> "OpCosts":
+    """The op-class figures of a capability profile (:class:`~.opclass_costs.OpCosts`): the
+    measured library GEMM per dtype (``gemm:<dtype>``), host dispatch per framework
+    (``dispatch:<framework>``, seconds) and transcendental throughput (``transcendental:<dtype>``,
+    elements/s). Other ceilings are ignored; a malformed figure of these is a FormatError."""
+    from .opclass_costs import FRAMEWORKS, OpCosts
+
+    profile = _checked_profile(profile)
+    target = (profile.get("target") or {}).get("id") or "an unnamed target"
+    maps: dict[str, dict[str, Figure]] = {"gemm_flops_per_s": {}, "dispatch_s": {}, "transcendental_per_s": {}}
+    wanted = {"gemm": ("gemm_flops_per_s", DTYPES, "flops"), "dispatch": ("dispatch_s", FRAMEWORKS, "latency"),
+              "transcendental": ("transcendental_per_s", DTYPES, "")}
+    for entry in profile.get("ceilings") or ():
+        name = entry.get("name") if isinstance(entry, Mapping) else None
+        quantity, _, key = str(name).partition(":")
+        if quantity not in wanted or key not in wanted[quantity][1]:
+            continue
+        field_name, _, scale = wanted[quantity]
+        unit = entry.get("unit")
+        value = _scaled(entry, "value", scale, unit) if scale else entry.get("value")
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise FormatError(f"profile ceiling {name!r}: value must be a positive number, got {value!r}")
+        source = str(entry.get("source") or f"measured: capability profile of {target}: {name}")
+        maps[field_name][key] = Figure(float(value), source)
+    return OpCosts(**maps)

@@ -15,6 +15,7 @@ from .comm import AlphaBeta
 from .composite import Composite
 from .gemm import Gemm
 from .launch import Launch
+from .opclass import OpClassModel
 from .roofline import HierarchicalRoofline, Roofline
 
 DEFAULT_MODEL = "composite"
@@ -27,6 +28,7 @@ MODELS: dict[str, Callable[[], Model]] = {
     "alpha-beta": AlphaBeta,
     "launch": Launch,
     DEFAULT_MODEL: Composite,
+    "opclass": OpClassModel,
 }
 
 

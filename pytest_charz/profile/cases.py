@@ -31,6 +31,8 @@ CAPACITY_DISAGREE = 1.5
 KNOWN_OPS = ("fma", "gemm", "stream", "read", "chase", "copy", "transfer", "launch", "dispatch", "wakeup",
              "contention", "probe")
 _IDLE_REASONS = ("gpu_idle", "idle")
+#: Frameworks whose host dispatch the runtime suite measures (``models.opclass_costs.FRAMEWORKS``).
+DISPATCH_FRAMEWORKS = ("numpy", "torch")
 
 
 # -- evidence -------------------------------------------------------------------------------------
@@ -153,22 +155,53 @@ def _transfer_bytes(case: Case) -> float:
     return float(size) if isinstance(size, (int, float)) else float(sum(case.work.transfers.values()))
 
 
+#: The curve of peer copies in both directions at once; its figures join ``transfer:peer``.
+PEER_BIDIR = "peer-bidir"
+
+
+def _transfer_kind(case: Case) -> str:
+    kind = str(shape(case).get("kind") or next(iter(case.work.transfers), "h2d"))
+    return PEER_BIDIR if kind == "peer" and shape(case).get("direction") == "bidirectional" else kind
+
+
+def _join_bidirectional(figures: list[CaseFigures]) -> None:
+    """``transfer:peer`` gets the both-ways figures (``bidirectional_bandwidth``, the two
+    directions' sum, and ``bidirectional_latency_s``) and a note; no ceiling of its own, since
+    a Work's transfer kinds have no such link. Without one-way cases only the curve is kept."""
+    bidir = next((f for f in figures if f.name == f"transfer:{PEER_BIDIR}"), None)
+    if bidir is None:
+        return
+    figures.remove(bidir)
+    one_way = next((f for f in figures if f.name == "transfer:peer"), None)
+    if one_way is None:
+        return
+    one_way.extra.update(bidirectional_bandwidth=bidir.value, bidirectional_latency_s=bidir.extra.get("latency_s"),
+                         bidirectional_best_case=bidir.best_case)
+    if bidir.value is not None:
+        ratio = f" ({bidir.value / one_way.value:.2f}x one direction)" if one_way.value else ""
+        one_way.notes.append(f"both directions at once: {bidir.value / 1e9:.4g} GB/s in total{ratio}, "
+                             f"from {len(bidir.cases)} case(s), {bidir.notes[-1]}")
+
+
 def _transfers(cases: list[Case], spec: SpecView) -> tuple[list[CaseFigures], dict[str, Any]]:
-    """Per transfer kind: alpha-beta fit over sizes (pinned host memory when there is some)."""
+    """Per transfer kind: alpha-beta fit over sizes (pinned host memory when there is some; for
+    peer copies, the direct path when it ran)."""
     by_kind: dict[str, list[Case]] = {}
     for case in cases:
-        kind = shape(case).get("kind") or next(iter(case.work.transfers), "h2d")
-        by_kind.setdefault(str(kind), []).append(case)
+        by_kind.setdefault(_transfer_kind(case), []).append(case)
     figures, points, fits = [], {}, {}
     for kind, group in by_kind.items():
-        pinned = [c for c in group if shape(c).get("pinned")]
+        peer = kind in ("peer", PEER_BIDIR)
+        pinned = [c for c in group if shape(c).get("peer_access" if peer else "pinned")]
         used = pinned or group
         used_ids = {id(c) for c in used}
         sizes = [_transfer_bytes(c) for c in used]
         times = [time_s(c) or 0.0 for c in used]
         points[kind] = [{"case": c.id, "bytes": _transfer_bytes(c), "time_s": time_s(c),
                          "pinned": bool(shape(c).get("pinned")), "counted": id(c) in used_ids} for c in group]
-        notes = ["pinned host memory" if pinned else "pageable or unspecified host memory"]
+        notes = ["pinned host memory" if pinned else "pageable or unspecified host memory"] if not peer else \
+            ["peer access: direct copies between the GPUs" if pinned else
+             "no peer access: the driver staged the copies through host memory"]
         link = link_figures(sizes, times)
         bandwidth, latency = link.bandwidth_bytes_per_s, link.latency_s
         fit_json: dict[str, Any] | None = None
@@ -191,6 +224,7 @@ def _transfers(cases: list[Case], spec: SpecView) -> tuple[list[CaseFigures], di
         figures.append(CaseFigures(f"transfer:{kind}", bandwidth, "B/s", used, best.id, peak, source, notes,
                                    {"bandwidth": bandwidth, "latency_s": latency, "spec_latency_s": spec_latency,
                                     "fit": fit_json}))
+    _join_bidirectional(figures)
     return figures, {"points": points, "fits": fits}
 
 
@@ -205,6 +239,17 @@ def _overheads(cases: list[Case]) -> tuple[list[CaseFigures], dict[str, Any]]:
         best, case = min(timed, key=lambda item: item[0])
         figures.append(CaseFigures(op, best, "s", [c for _, c in timed], case.id,
                                    notes=["fastest variant" if len(timed) > 1 else "one variant"]))
+    # Per framework (the kind's prefix: numpy-add, torch-add): what one op of that framework costs
+    # its host, which is what a prediction of that framework's ops needs (not the fastest of all).
+    frameworks: dict[str, list[tuple[float, Case]]] = {}
+    for per_op, case in by_op.get("dispatch", []):
+        framework = str(shape(case).get("kind", "")).split("-")[0]
+        if framework in DISPATCH_FRAMEWORKS:
+            frameworks.setdefault(framework, []).append((per_op, case))
+    for framework, timed in sorted(frameworks.items()):
+        best, case = min(timed, key=lambda item: item[0])
+        figures.append(CaseFigures(f"dispatch:{framework}", best, "s", [c for _, c in timed], case.id,
+                                   notes=[f"one {framework} op on a one-element operand"]))
     points = [{"case": c.id, "op": op, "kind": shape(c).get("kind"), "time_s": t}
               for op, timed in by_op.items() for t, c in timed]
     return figures, {"points": points}

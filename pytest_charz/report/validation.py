@@ -74,6 +74,40 @@ def _sections(report: Mapping[str, Any]) -> list[tuple[str, list[str], list[list
         sections.append((f"{model}: where the model stops transferring", *_case_rows(report["stops_transferring"][model]),
                          "No case beyond twice the calibrated P90 error or outside its interval."))
     sections.append(("What was calibrated and held out", *_calibration_rows(report), "No calibration."))
+    sections += workload_sections(report)
+    return sections
+
+
+def _summary_cells(s: Mapping[str, Any]) -> list[str]:
+    return [str(s["n"]), _pct(s["median_abs"]), _pct(s["p90_abs"]), _pct(s["within_2x"]), _pct(s["coverage"])]
+
+
+def workload_rows(report: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """Per model and target: ops, workloads end to end and both, calibrated on microbenchmarks only."""
+    headers = ["model", "target", "tested on", "n", "median |err|", "P90 |err|", "within 2x", "coverage"]
+    rows = [[w["model"], w["target"], part, *_summary_cells(w[key])]
+            for w in report.get("workloads") or ()
+            for part, key in (("ops", "ops"), ("workloads end to end", "workloads"), ("ops and workloads", "all"))]
+    return headers, rows
+
+
+def workload_sections(report: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[str]], str]]:
+    """The workload transfer's tables: the summary, error per op class, where it stops transferring."""
+    if not report.get("workloads"):
+        return []
+    sections = [("Workloads: calibrated on microbenchmarks only, tested on workload ops and end to end",
+                 *workload_rows(report), "No workload case.")]
+    for w in report["workloads"]:
+        classes = [[name, *_summary_cells(s)] for name, s in w["by_class"].items()]
+        sections.append((f"{w['model']} on {w['target']}: error per op class",
+                         ["op class", "n", "median |err|", "P90 |err|", "within 2x", "coverage"], classes, "None."))
+        worst = [[c["name"], c["level"], c["op_class"], format_time(c["measured_s"]), format_time(c["predicted_s"]),
+                  f"{format_time(c['interval_s'][0])}-{format_time(c['interval_s'][1])}", _pct(c["error"]),
+                  "; ".join(n for n in c["notes"] if n.startswith("extrapolated")) or "-"]
+                 for c in w["stops_transferring"]]
+        sections.append((f"{w['model']} on {w['target']}: ops and workloads beyond 2x or outside the interval",
+                         ["name", "level", "op class", "measured", "predicted", "interval", "error", "note"], worst,
+                         "None."))
     return sections
 
 

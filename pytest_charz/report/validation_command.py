@@ -8,7 +8,8 @@ from ..calibration.validate import validate
 from ..errors import CharzError, MissingExtraError
 from ..formats import atomic_write_json
 from .markdown import render_table
-from .validation import render_html, render_markdown, summary_rows
+from .published_report import write_published_report
+from .validation import render_html, render_markdown, summary_rows, workload_rows
 
 
 def model_names(option: str | None) -> list[str] | None:
@@ -32,12 +33,22 @@ def validate_command(args: argparse.Namespace) -> int:
             print(f"charz: plots left out of validation.html: {exc}")
         with open(os.path.join(out_dir, "validation.html"), "w", encoding="utf-8") as handle:
             handle.write(page)
+        published = write_published_report(out_dir)   # the published-measurements section
     except OSError as exc:
         raise CharzError(f"cannot write the validation report in {out_dir!r}: {exc}") from exc
     headers, rows = summary_rows(report)
     print(f"held-out error by model and regime ({report['split']}):")
     print(render_table(headers, rows, markdown=False))
+    if report.get("workloads"):
+        headers, rows = workload_rows(report)
+        print("workloads, calibrated on microbenchmarks only (error = measured / predicted - 1):")
+        print(render_table(headers, rows, markdown=False))
     for model, reason in report["skipped"].items():
         print(f"skipped {model}: {reason}")
-    print(f"validation report: {os.path.join(out_dir, 'validation.html')} (.json, .md)")
+    print(published)
+    print(f"validation report: {os.path.join(out_dir, 'validation.html')} (.json, .md; published.md)")
+    if getattr(args, "sim", False):
+        from ..sim.validate import validate_sim_command
+
+        validate_sim_command(list(args.runs), args.sim_profile, out_dir)
     return 0

@@ -19,7 +19,9 @@ path (the device idles waiting for dispatch: small-batch decode), **device-bound
 
 Each op's Work counts ``launches=1``; that launch is charged once, as the op's launch overhead
 (the ceilings' measured ``launch`` figure, or :data:`DEFAULT_LAUNCH_OVERHEAD_S` where the
-ceilings are a datasheet's, which has none), so the model sees the kernel's work without it.
+ceilings are a datasheet's, which has none), so the model sees the kernel's work without it. On a
+CPU whose profile measured PyTorch's dispatch (``dispatch:torch``), that figure is each op's
+host dispatch and there is no launch (the op runs on the dispatching thread).
 An op the model cannot predict keeps its launch overhead on the timeline, is listed in
 ``uncovered`` with the model's reason, and makes the latency a lower bound (``complete=False``);
 it is never dropped silently.
@@ -118,6 +120,7 @@ class GraphPrediction:
     else ``device``. ``tokens_per_s``: ``batch * seq / latency`` for prefill, ``batch / latency``
     for decode, None for other phases. ``uncovered``: ``(op name, reason)`` of every op the model
     could not predict; when any, ``complete`` is False and the latency is a lower bound.
+    ``interval_s``: the latency's interval from the ops' (:func:`latency_interval`).
     """
 
     graph: str
@@ -139,6 +142,7 @@ class GraphPrediction:
     by_class: tuple[ClassTime, ...]
     tokens_per_s: float | None
     uncovered: tuple[tuple[str, str], ...]
+    interval_s: tuple[float, float] = (0.0, 0.0)
 
     @property
     def complete(self) -> bool:
@@ -166,7 +170,7 @@ class GraphPrediction:
                 "asynchronous": self.asynchronous,
                 "launch_overhead": {"value_s": self.launch_overhead_s, "source": self.launch_overhead_source},
                 "host_dispatch": {"value_s": self.host_dispatch_s, "source": self.host_dispatch_source},
-                "latency_s": self.latency_s, "host_s": self.host_s, "device_s": self.device_s,
+                "latency_s": self.latency_s, "interval_s": list(self.interval_s), "host_s": self.host_s, "device_s": self.device_s,
                 "device_idle_s": self.device_idle_s, "bound": self.bound, "tokens_per_s": self.tokens_per_s,
                 "complete": self.complete,
                 "uncovered": [{"name": name, "reason": reason} for name, reason in self.uncovered],
@@ -182,6 +186,28 @@ def kernel_work(work: Work) -> Work:
 
 def _is_empty(work: Work) -> bool:
     return not (work.flops or work.bytes or work.transfers or work.collectives or work.accesses)
+
+
+def _framework_dispatch(kind: str, profile: "ProfileArg") -> Any:
+    """The profile's measured PyTorch dispatch (``dispatch:torch``) on a CPU target, else None."""
+    if kind != "cpu" or profile is None:
+        return None
+    from ..models.ceilings_profile import read_op_costs
+    from ..prediction import read_profile
+
+    return read_op_costs(read_profile(profile)).dispatch_s.get("torch")
+
+
+def latency_interval(ops: "tuple[OpPrediction, ...]", latency_s: float) -> tuple[float, float]:
+    """The latency's interval: each covered op's interval about its kernel time, summed
+    correlated within an op class and independent across classes
+    (:func:`pytest_charz.calibration.classes.summed_interval`); the point itself when no op has
+    an interval (an uncalibrated prediction)."""
+    from ..calibration.classes import summed_interval
+
+    parts = [(op.op_class, op.kernel_s, *op.prediction.interval_s) for op in ops if op.covered]
+    total, low, high = summed_interval(parts) if parts else (0.0, 0.0, 0.0)
+    return max(0.0, latency_s - (total - low)), latency_s + (high - total)
 
 
 def tokens_per_s(graph: Graph, latency_s: float) -> float | None:
@@ -221,12 +247,20 @@ def predict_graph(
     chosen = get_model(model) if isinstance(model, str) else model
     ceilings = ceilings_for(target, chosen.name, profile)
     measured_launch = ceilings.launch_overhead_s
-    if measured_launch is not None:
+    framework_dispatch = _framework_dispatch(ceilings.kind, profile)
+    if framework_dispatch is not None and host_dispatch_s is None:
+        # A CPU op runs on the thread that dispatched it: no device launch, the framework's
+        # measured dispatch is the whole overhead of an op.
+        launch_s, launch_source = 0.0, "none: a CPU op runs on the thread that dispatches it"
+        dispatch_s, dispatch_source = framework_dispatch.value, framework_dispatch.source
+    elif measured_launch is not None:
         launch_s, launch_source = measured_launch.value, measured_launch.source or ceilings.origin
     else:
         launch_s = DEFAULT_LAUNCH_OVERHEAD_S
         launch_source = "DEFAULT_LAUNCH_OVERHEAD_S (no launch figure in the ceilings; cudaLaunchKernel 1-3 us)"
-    if host_dispatch_s is None:
+    if framework_dispatch is not None and host_dispatch_s is None:
+        pass
+    elif host_dispatch_s is None:
         if measured_launch is not None:
             dispatch_s, dispatch_source = launch_s, f"the ceilings' launch figure ({launch_source})"
         else:
@@ -299,4 +333,5 @@ def predict_graph(
         host_dispatch_s=dispatch_s, host_dispatch_source=dispatch_source,
         ops=ops, latency_s=latency_s, host_s=host_s, device_s=device_s,
         bound="host" if host_s > device_s else "device", by_class=tuple(by_class),
-        tokens_per_s=tokens_per_s(graph, latency_s), uncovered=tuple(uncovered))
+        tokens_per_s=tokens_per_s(graph, latency_s), uncovered=tuple(uncovered),
+        interval_s=latency_interval(ops, latency_s))

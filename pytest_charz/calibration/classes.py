@@ -1,0 +1,220 @@
+"""Calibration that transfers: efficiency per op class and dtype, with what it was fitted on.
+
+A suite case's variant keys (``gemm:fp32@kernel=..,threads=..``) are carried by no user's Work,
+so a model with op-class figures (``opclass``) is calibrated per **class key** instead:
+``<op class>:<dtype>`` (:func:`~pytest_charz.models.opclass_costs.op_class_of`,
+:func:`~pytest_charz.models.opclass_costs.work_dtype`), and per op class alone (every dtype
+pooled) as the fallback of a dtype not calibrated. Any Work or graph op of the class gets it.
+
+A :class:`ClassFit` is an :class:`~.efficiency.EfficiencyTable` over log10 of the class's size
+(FLOPs for GEMM-like classes, launches for dispatch, bytes for the rest) with at most
+``CLASS_KNOTS`` knots (a smooth curve transfers to shapes between and beside the calibrated ones
+better than a knot per size), the range of sizes it was fitted on, the cases' count and ops, and
+interval factors from leave-one-out residuals (each case predicted by the class refitted without
+it): conformal at the level when the class has enough residuals, else the pooled residuals of all
+classes widened to the class's own extremes (``pooled``).
+
+Outside the fitted range the prediction is **extrapolated**: the efficiency stays at the end
+knot's, and the interval widens by ``EXTRAPOLATION_WIDENING`` in log space per decade outside,
+and the prediction's notes say so.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from ..errors import FormatError, UsageError
+from ..models.opclass_costs import GEMM_CLASSES, op_class_of, work_dtype
+from .efficiency import CALIBRATION_VERSION, EfficiencyTable, conformal_interval, fit_efficiency
+
+if TYPE_CHECKING:
+    from ..models.base import Prediction
+    from ..work import Work
+
+CLASS_KNOTS = 3
+#: Interval widening, in natural-log units per decade of size outside the fitted range: a factor
+#: of 1.35 per decade on each side (a calibrated efficiency curve is flat past its end knots while
+#: the real one keeps moving: on the development VMs a 10x smaller elementwise op than calibrated
+#: ran 1.2-1.5x slower per byte).
+EXTRAPOLATION_WIDENING = 0.3
+
+
+def class_key(work: "Work") -> str:
+    """``<op class>:<dtype>`` of a work (``gemm:fp32``, ``copy:*``); a transcendental op that
+    names its function (``shape["function"]``: ``exp``, ``tanh``...) is ``transcendental.<function>``,
+    since each function's math costs its own (``tanh`` ran 2.7x slower per element than ``exp``
+    on the development VMs)."""
+    op_class = op_class_of(work)
+    function = work.shape.get("function")
+    if op_class == "transcendental" and isinstance(function, str) and function:
+        op_class = f"{op_class}.{function}"
+    return f"{op_class}:{work_dtype(work)}"
+
+
+def fallback_keys(work: "Work") -> tuple[str, ...]:
+    """The keys a work's calibration is looked up by, most specific first: its class key, its op
+    class and dtype (every function pooled), its op class (every dtype pooled)."""
+    op_class = op_class_of(work)
+    return tuple(dict.fromkeys((class_key(work), f"{op_class}:{work_dtype(work)}", op_class)))
+
+
+def size_amount(op_class: str) -> str:
+    """The Work amount a class's efficiency is a function of."""
+    if op_class in GEMM_CLASSES:
+        return "flops"
+    if op_class == "dispatch":
+        return "launches"
+    if op_class == "latency":
+        return "accesses"
+    if op_class == "transfer":
+        return "transfers"
+    return "bytes"
+
+
+@dataclass(frozen=True)
+class ClassFit:
+    """One class key's calibration: efficiency over size, fitted range, interval factors."""
+
+    key: str
+    table: EfficiencyTable
+    log10_range: tuple[float, float]
+    n: int
+    ops: tuple[str, ...]
+    factors: tuple[float, float]
+    method: str
+
+    def apply(self, prediction: "Prediction", work: "Work", floor_s: float) -> "Prediction":
+        """``prediction`` divided by the class's efficiency (never below ``floor_s``), its interval
+        from the class's factors, widened and noted when the work's size is outside the range."""
+        size = self.table.size_of(work)
+        time_s = max(prediction.time_s / self.table.at(size), floor_s)
+        low, high = self.factors
+        notes = list(prediction.notes)
+        x = math.log10(size) if size > 0 else self.log10_range[0]
+        outside = max(self.log10_range[0] - x, x - self.log10_range[1], 0.0)
+        if outside > 0:
+            widen = math.exp(EXTRAPOLATION_WIDENING * outside)
+            low, high = low / widen, high * widen
+            notes.append(f"extrapolated: {self.table.size} {size:.3g} is {outside:.2g} decade(s) outside the "
+                         f"calibrated range {10 ** self.log10_range[0]:.3g}-{10 ** self.log10_range[1]:.3g} of "
+                         f"{self.key} (interval widened x{widen:.2f})")
+        notes.append(f"calibrated as {self.key} ({self.n} case(s), {self.method} interval)")
+        return replace(prediction, time_s=time_s, interval_s=(time_s * low, time_s * high),
+                       model=f"{prediction.model}+calibration", notes=tuple(notes))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": CALIBRATION_VERSION, "key": self.key, "table": self.table.to_json(),
+                "log10_range": list(self.log10_range), "n": self.n, "ops": list(self.ops),
+                "factors": list(self.factors), "method": self.method}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "ClassFit":
+        if data.get("version") != CALIBRATION_VERSION:
+            raise FormatError(f"ClassFit JSON version {data.get('version')!r} is not {CALIBRATION_VERSION}")
+        try:
+            low, high = data["log10_range"]
+            f_low, f_high = data["factors"]
+            return cls(str(data["key"]), EfficiencyTable.from_json(data["table"]), (float(low), float(high)),
+                       int(data["n"]), tuple(str(o) for o in data.get("ops") or ()), (float(f_low), float(f_high)),
+                       str(data["method"]))
+        except (KeyError, TypeError, ValueError, UsageError) as exc:
+            raise FormatError(f"ClassFit JSON is malformed: {exc}") from exc
+
+
+def lookup(classes: Mapping[str, ClassFit], work: "Work") -> ClassFit | None:
+    """The fit of the work's most specific key that was calibrated (:func:`fallback_keys`)."""
+    return next((classes[key] for key in fallback_keys(work) if key in classes), None)
+
+
+# A point: (work, uncalibrated predicted seconds, measured seconds, suite op)
+Point = tuple["Work", float, float, str]
+
+
+def _table(key: str, amount: str, points: Sequence[Point]) -> EfficiencyTable:
+    probe = EfficiencyTable(key, amount, (0.0,), (1.0,))
+    sizes = [probe.size_of(w) for w, _, _, _ in points]
+    return fit_efficiency([(s, p, m) for s, (_, p, m, _) in zip(sizes, points)], op=key, size=amount,
+                          knots=min(CLASS_KNOTS, len(set(sizes))))
+
+
+def _groups(points: Sequence[Point]) -> dict[str, list[Point]]:
+    groups: dict[str, list[Point]] = {}
+    for point in points:
+        if op_class_of(point[0]):
+            for key in fallback_keys(point[0]):
+                groups.setdefault(key, []).append(point)
+    return groups
+
+
+def fit_classes(points: Sequence[Point], level: float) -> dict[str, ClassFit]:
+    """Class fits of ``points`` (module docstring); classes whose works have no positive size are
+    left out."""
+    return fit_classes_with_residuals(points, level)[0]
+
+
+def fit_classes_with_residuals(points: Sequence[Point], level: float) -> tuple[dict[str, ClassFit], list[float | None]]:
+    """Class fits and, per point, its leave-one-out log residual ``ln(measured / calibrated)`` in
+    its class key (None for a point of no class or of no positive size)."""
+    fits: dict[str, tuple[EfficiencyTable, list[Point]]] = {}
+    for key, members in _groups(points).items():
+        amount = size_amount(key.split(":", 1)[0].split(".", 1)[0])
+        probe = EfficiencyTable(key, amount, (0.0,), (1.0,))
+        members = [p for p in members if probe.size_of(p[0]) > 0]
+        if members:
+            fits[key] = (_table(key, amount, members), members)
+    residuals: dict[str, list[float]] = {}
+    by_point: dict[int, float] = {}
+    for key, (table, members) in fits.items():
+        for index, point in enumerate(members):
+            work, predicted_s, measured_s, _ = point
+            rest = [p for other, p in enumerate(members) if other != index]
+            loo = _table(key, table.size, rest) if rest else table
+            residual = math.log(measured_s * loo.at(loo.size_of(work)) / predicted_s)
+            residuals.setdefault(key, []).append(residual)
+            if key == class_key(work):
+                by_point[id(point)] = residual
+    pooled = list(by_point.values())
+    try:
+        pooled_factors = conformal_interval(pooled, level) if pooled else (1.0, 1.0)
+    except UsageError:
+        pooled_factors = (math.exp(min(pooled)), math.exp(max(pooled)))
+    out: dict[str, ClassFit] = {}
+    for key, (table, members) in fits.items():
+        own = residuals.get(key, [])
+        try:
+            factors, method = conformal_interval(own, level), "conformal"
+        except UsageError:
+            factors = (min(pooled_factors[0], math.exp(min(own, default=0.0))),
+                       max(pooled_factors[1], math.exp(max(own, default=0.0))))
+            method = "pooled"
+        sizes = [math.log10(table.size_of(w)) for w, _, _, _ in members]
+        out[key] = ClassFit(key, table, (min(sizes), max(sizes)), len(members),
+                            tuple(sorted({op for _, _, _, op in members})), factors, method)
+    return out, [by_point.get(id(point)) for point in points]
+
+
+def classes_to_json(classes: Mapping[str, ClassFit]) -> dict[str, Any]:
+    return {key: fit.to_json() for key, fit in classes.items()}
+
+
+def classes_from_json(data: Mapping[str, Any]) -> dict[str, ClassFit]:
+    return {str(key): ClassFit.from_json(value) for key, value in data.items()}
+
+
+def summed_interval(parts: Sequence[tuple[str, float, float, float]]) -> tuple[float, float, float]:
+    """``(total, low, high)`` seconds of ops run in turn, from ``(op class, time, low, high)`` each.
+
+    Ops of one class share their calibration's error (one efficiency curve is off for all of
+    them), so their distances to the interval ends add linearly; classes are calibrated apart,
+    so their summed distances add in quadrature. The low end never goes below zero.
+    """
+    total = sum(time_s for _, time_s, _, _ in parts)
+    below: dict[str, float] = {}
+    above: dict[str, float] = {}
+    for name, time_s, low, high in parts:
+        below[name] = below.get(name, 0.0) + max(0.0, time_s - low)
+        above[name] = above.get(name, 0.0) + max(0.0, high - time_s)
+    low = total - math.sqrt(sum(v * v for v in below.values()))
+    high = total + math.sqrt(sum(v * v for v in above.values()))
+    return total, max(0.0, low), high

@@ -1,0 +1,244 @@
+"""The hard transfer: calibrated on microbenchmarks only, tested on workloads and their ops.
+
+A **workload case** is one whose Work is ``op="workload"`` (the workload suite, a multi-op
+held-out case) or carries ``shape["workload"]`` (a one-op held-out case,
+``suites/test_heldout.py``); every other case is a microbenchmark. :func:`validate_workloads`
+calibrates a model on the microbenchmarks of a target alone (:func:`.fit.fit`, every case
+calibrates) and predicts, never having seen them:
+
+* every **op** of every workload case (its recorded :class:`~pytest_charz.records.OpTiming`, or
+  the case's own Work for a one-op case), scored per op class;
+* every workload **end to end**: the sum of its ops' predictions, with the interval summed as
+  :func:`~.classes.summed_interval` says (correlated within a class, independent across).
+
+Times of held-out cases (their own timings) and of the workload suite's ops (torch.profiler's,
+which include the profiler's per-op cost) are summarised apart as well as together
+(``by_source``).
+
+Errors are ``measured / predicted - 1``; the summary gives median and P90 |error|, the share
+within 2x (``1/2 <= measured / predicted <= 2``) and the share inside the interval.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from ..errors import UsageError
+from ..models.opclass_costs import op_class_of
+from ..models.registry import get_model
+from ..records import CaseRecord, Run
+from ..work import Work
+from .classes import summed_interval
+from .fit import Fitted, fit
+from .observations import Observation, RunArg, ceilings_from_run, load_runs, observations
+
+#: aten ops the IR counts as elementwise that are bound by their math (``aten_costs.TRANSCENDENTAL``).
+_TRANSCENDENTAL_SOURCES = frozenset({"exp", "exp2", "expm1", "log", "log1p", "tanh", "sigmoid", "silu", "gelu", "erf",
+                                     "rsqrt", "sqrt", "pow", "sin", "cos", "softplus", "reciprocal"})
+
+
+def is_workload(work: Work) -> bool:
+    """Whether a case's Work is a workload's (module docstring), not a microbenchmark's."""
+    return work.op == "workload" or "workload" in work.shape
+
+
+def op_work(work: Work, source: str) -> Work:
+    """An op's Work as the model should see it: an elementwise aten op bound by its math marked
+    ``transcendental`` with its ``function`` (the capture keeps that mark in the op's attrs, not
+    its Work)."""
+    name = source.split("::")[-1].split(".")[0].rstrip("_")
+    if work.op == "elementwise" and name in _TRANSCENDENTAL_SOURCES and not work.shape.get("transcendental"):
+        shape: dict[str, Any] = {**work.shape, "transcendental": 1, "function": name}
+        return Work(dict(work.flops), dict(work.bytes), launches=work.launches, transfers=dict(work.transfers),
+                    op=work.op, shape=shape, accesses=work.accesses)
+    return work
+
+
+#: Where a scored time comes from: a held-out case's own timing (the sampler's median, or a step
+#: timed alone), or torch.profiler's CPU time of an aten op inside a workload suite's model. The
+#: profiler's time of a CPU op includes the profiler's own per-op cost (microseconds), which a
+#: microsecond op of a small model does not outweigh: the two are reported apart.
+HELDOUT, PROFILED = "heldout", "profiled"
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One op or workload predicted by a model calibrated on microbenchmarks only."""
+
+    case_id: str
+    name: str
+    level: str                   # "op" or "workload"
+    op_class: str
+    measured_s: float
+    predicted_s: float
+    interval_s: tuple[float, float]
+    notes: tuple[str, ...] = ()
+    source: str = HELDOUT
+
+    @property
+    def error(self) -> float:
+        return self.measured_s / self.predicted_s - 1.0
+
+    @property
+    def within_2x(self) -> bool:
+        return 0.5 <= self.measured_s / self.predicted_s <= 2.0
+
+    @property
+    def inside(self) -> bool:
+        return self.interval_s[0] <= self.measured_s <= self.interval_s[1]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"case": self.case_id, "name": self.name, "level": self.level, "op_class": self.op_class,
+                "measured_s": self.measured_s, "predicted_s": self.predicted_s, "interval_s": list(self.interval_s),
+                "error": self.error, "within_2x": self.within_2x, "inside": self.inside, "notes": list(self.notes),
+                "source": self.source}
+
+
+def summary(rows: Sequence[Scored]) -> dict[str, Any]:
+    """n, median and P90 |error|, share within 2x, interval coverage (None where empty)."""
+    import numpy as np
+
+    if not rows:
+        return {"n": 0, "median_abs": None, "p90_abs": None, "within_2x": None, "coverage": None}
+    absolute = np.abs([r.error for r in rows])
+    return {"n": len(rows), "median_abs": float(np.quantile(absolute, 0.5)), "p90_abs": float(np.quantile(absolute, 0.9)),
+            "within_2x": sum(r.within_2x for r in rows) / len(rows), "coverage": sum(r.inside for r in rows) / len(rows)}
+
+
+def _score_case(fitted: Fitted, case: CaseRecord) -> tuple[list[Scored], Scored | None, list[dict[str, str]]]:
+    ops: list[tuple[str, Work, float | None]] = [(op.name, op_work(op.work, op.source), op.time_s) for op in case.ops]
+    ops = ops or [(case.id, case.work, None)]
+    source = HELDOUT if all(op.source == HELDOUT for op in case.ops) else PROFILED
+    scored: list[Scored] = []
+    parts: list[tuple[str, float, float, float]] = []
+    missing: list[dict[str, str]] = []
+    for name, work, time_s in ops:
+        prediction = fitted.predict(work)
+        if not prediction.covered:
+            missing.append({"case": case.id, "op": name, "reason": prediction.reason})
+            continue
+        op_class = op_class_of(work)
+        parts.append((op_class, prediction.time_s, *prediction.interval_s))
+        if time_s is not None and time_s > 0:
+            scored.append(Scored(case.id, name, "op", op_class, time_s, prediction.time_s, prediction.interval_s,
+                                 prediction.notes, source))
+    measured = case.median_s
+    if missing or not parts or measured is None or not measured > 0:
+        return scored, None, missing
+    total, low, high = summed_interval(parts)
+    if not case.ops:  # a one-op case: the op is the workload
+        work = ops[0][1]
+        scored.append(Scored(case.id, case.id, "op", op_class_of(work), measured, total, (low, high), source=source))
+    return scored, Scored(case.id, case.id, "workload", "workload", measured, total, (low, high), source=source), missing
+
+
+@dataclass(frozen=True)
+class WorkloadValidation:
+    """What :func:`validate_workloads` found for one model and target."""
+
+    model: str
+    target: str
+    calibrated_on: tuple[str, ...]
+    ops: tuple[Scored, ...]
+    workloads: tuple[Scored, ...]
+    not_covered: tuple[Mapping[str, str], ...]
+    classes: Mapping[str, Mapping[str, Any]]
+
+    def by_class(self, source: str | None = HELDOUT) -> dict[str, dict[str, Any]]:
+        """Per op class, the summary of the ops of ``source`` (None: every source)."""
+        ops = [r for r in self.ops if source is None or r.source == source]
+        return {name: summary([r for r in ops if r.op_class == name]) for name in sorted({r.op_class for r in ops})}
+
+    def by_source(self) -> dict[str, dict[str, Any]]:
+        """Per source of the measured times: ops, workloads and both."""
+        out = {}
+        for source in sorted({r.source for r in (*self.ops, *self.workloads)}):
+            ops = [r for r in self.ops if r.source == source]
+            ends = [r for r in self.workloads if r.source == source]
+            out[source] = {"ops": summary(ops), "workloads": summary(ends), "all": summary([*ops, *ends]),
+                           "by_class": self.by_class(source)}
+        return out
+
+    def stops_transferring(self) -> list[Scored]:
+        """Ops and workloads off by more than 2x or outside their interval, worst first."""
+        found = [r for r in (*self.ops, *self.workloads) if not r.within_2x or not r.inside]
+        return sorted(found, key=lambda r: -abs(math.log(r.measured_s / r.predicted_s)))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"model": self.model, "target": self.target, "calibrated_on": len(self.calibrated_on),
+                "split": "calibrated on every microbenchmark case; every workload case and op held out",
+                "ops": summary(self.ops), "workloads": summary(self.workloads),
+                "all": summary([*self.ops, *self.workloads]), "by_class": self.by_class(None),
+                "by_source": self.by_source(),
+                "stops_transferring": [r.to_json() for r in self.stops_transferring()],
+                "not_covered": [dict(m) for m in self.not_covered], "classes": dict(self.classes),
+                "cases": [r.to_json() for r in (*self.ops, *self.workloads)]}
+
+
+def split_runs(runs: Sequence[Run]) -> tuple[list[Observation], list[CaseRecord]]:
+    """(microbenchmark observations, workload case records) of runs of one target."""
+    micro = [replace_cases(run, [c for c in run.cases if not is_workload(c.work)]) for run in runs]
+    workloads = [c for run in runs for c in run.cases if is_workload(c.work)]
+    return observations(micro), workloads
+
+
+def replace_cases(run: Run, cases: Sequence[CaseRecord]) -> Run:
+    from dataclasses import replace
+
+    return replace(run, cases=tuple(cases))
+
+
+def machine_of(run: Run) -> tuple[Any, ...]:
+    """What tells two machines apart in their runs: target id, host name, and the memory levels
+    of the recorded spec (names and capacities: a Zen 4 and a Zen 5 guest both call themselves
+    ``vm`` and ``AMD EPYC``, but their L1 and L2 differ; clocks are left out, as the host spec
+    measures them anew each session)."""
+    spec = run.target.spec
+    levels = tuple((lv.name, lv.capacity_bytes.value if lv.capacity_bytes else None) for lv in spec.memory) if spec else ()
+    return run.target.id, run.provenance.get("host"), levels
+
+
+def machines_label(machine: tuple[Any, ...]) -> str:
+    _, host, levels = machine
+    caches = "/".join(f"{name}={int(capacity) >> 10}KiB" for name, capacity in levels if capacity and name != "dram")
+    return f"{host or 'host'}[{caches}]"
+
+
+def validate_workloads(runs: Sequence[RunArg], model: str = "opclass", level: float = 0.9) -> list[WorkloadValidation]:
+    """Per target (per target and host when the runs are of several hosts) with both
+    microbenchmark and workload cases: calibrate ``model`` on the microbenchmarks and score the
+    workloads (module docstring). A machine whose runs hold no workload case is not scored."""
+    loaded = load_runs(runs)
+    # one machine at a time: runs of the host CPU share the target id "cpu" whatever the host
+    machines = {machine_of(run) for run in loaded}
+    by_target: dict[str, list[Run]] = {}
+    for run in loaded:
+        key = f"{run.target.id}@{machines_label(machine_of(run))}" if len(machines) > 1 else run.target.id
+        by_target.setdefault(key, []).append(run)
+    out = []
+    for target, members in by_target.items():
+        micro, workloads = split_runs(members)
+        if not micro or not workloads:
+            continue
+        spec_run = next(run for run in members if run.target.spec is not None) if any(
+            run.target.spec is not None for run in members) else members[0]
+        try:
+            fitted = fit(get_model(model), micro, ceilings_from_run(spec_run), level)
+        except UsageError:
+            continue
+        ops: list[Scored] = []
+        ends: list[Scored] = []
+        missing: list[dict[str, str]] = []
+        for case in workloads:
+            scored, end, gaps = _score_case(fitted, case)
+            ops += scored
+            missing += gaps
+            if end is not None:
+                ends.append(end)
+        classes = {key: {"n": c.n, "size": c.table.size, "range": [10 ** c.log10_range[0], 10 ** c.log10_range[1]],
+                         "factors": list(c.factors), "method": c.method, "ops": list(c.ops)}
+                   for key, c in fitted.calibration.classes.items()}
+        out.append(WorkloadValidation(model, target, tuple(c.case_id for c in micro), tuple(ops), tuple(ends),
+                                      tuple(missing), classes))
+    return out

@@ -1,0 +1,144 @@
+"""Measured per-op-class figures that :class:`~.ceilings.Ceilings` does not hold, and the op classes.
+
+:class:`OpCosts` carries what the ``opclass`` model needs beyond peaks and bandwidths: the rate
+the vendor GEMM reached per dtype (``gemm:<dtype>`` in a capability profile: on the recorded Zen 5
+guest 263 GFLOP/s fp32 against an FMA-chain peak of 546), the host time one framework op costs
+per framework (``dispatch:<framework>``: 0.32 us for a NumPy ufunc call, about 1-3 us for a
+PyTorch eager op on the development VMs), and a transcendental function's throughput per dtype
+(``transcendental:<dtype>``, elements per second of a large ``exp``). A figure nobody measured
+stays absent, and the model falls back to the ceilings (and says so in its breakdown's term
+names, never silently).
+
+:func:`op_class_of` maps a Work's ``op`` to the op class a model and a calibration key on: the
+workload IR's classes (:data:`pytest_charz.workloads.graph.OP_CLASSES`) plus ``transcendental``
+(an elementwise op bound by its math, marked ``shape["transcendental"]`` or named ``exp``...) and
+``dispatch`` (framework overhead alone). The suites' op names map onto them (``stream`` and
+``read`` are elementwise or reduction passes over memory; ``fma`` is elementwise compute).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ..errors import FormatError, UsageError
+from ..targets.spec import Figure
+from ..work import DTYPES, Work
+
+OP_COSTS_VERSION = 1
+FRAMEWORKS = ("torch", "numpy")
+
+#: Work.op names (IR classes, suite ops, common aliases) -> the op class models key on.
+CLASS_OF_OP: Mapping[str, str] = {
+    **{name: "gemm" for name in ("gemm", "matmul", "mm", "addmm", "linear")},
+    **{name: "bmm" for name in ("bmm", "baddbmm")},
+    "conv": "conv", "convolution": "conv", "attention": "attention",
+    **{name: "elementwise" for name in ("elementwise", "add", "mul", "fma", "stream")},
+    **{name: "transcendental" for name in ("transcendental", "exp", "tanh", "gelu", "silu", "sigmoid", "log",
+                                            "erf", "sqrt", "rsqrt")},
+    **{name: "reduction" for name in ("reduction", "sum", "mean", "read")},
+    "softmax": "softmax",
+    **{name: "norm" for name in ("norm", "layernorm", "layer_norm", "rmsnorm")},
+    **{name: "embedding" for name in ("embedding", "gather")},
+    "copy": "copy", "clone": "copy", "transpose": "transpose", "permute": "transpose",
+    "dispatch": "dispatch", "launch": "dispatch", "wakeup": "wakeup",
+    "chase": "latency", "transfer": "transfer", "collective": "collective",
+}
+OP_CLASSES = tuple(dict.fromkeys(CLASS_OF_OP.values()))
+#: Classes that run GEMM-like on the library's GEMM kernels (the measured GEMM rate applies).
+GEMM_CLASSES = frozenset({"gemm", "bmm", "conv", "attention"})
+
+
+def op_class_of(work: Work) -> str:
+    """The op class of ``work`` (:data:`CLASS_OF_OP`; ``other`` for an op it does not know).
+
+    An ``elementwise`` work with a truthy ``shape["transcendental"]`` is ``transcendental``.
+    """
+    found = CLASS_OF_OP.get(work.op, "other" if work.op else "")
+    if found == "elementwise" and work.shape.get("transcendental"):
+        return "transcendental"
+    return found
+
+
+def work_dtype(work: Work) -> str:
+    """The dtype a work's class is calibrated per: its FLOPs' dtype when of one, else
+    ``shape["dtype"]`` when a known dtype, else ``*`` (bytes-only work of no stated dtype)."""
+    if len(work.flops) == 1:
+        return next(iter(work.flops))
+    stated = work.shape.get("dtype")
+    return str(stated) if stated in DTYPES else "*"
+
+
+def framework_of(work: Work) -> str:
+    """The framework whose dispatch a work pays: ``shape["framework"]`` (``torch``, ``numpy``),
+    else ``shape["library"]`` when one of those, else the framework a ``shape["kind"]`` starts
+    with (the runtime suite's ``numpy-add``), else ``torch`` (the workload IR is PyTorch's)."""
+    for key in ("framework", "library"):
+        value = work.shape.get(key)
+        if value in FRAMEWORKS:
+            return str(value)
+    kind = str(work.shape.get("kind", ""))
+    return next((name for name in FRAMEWORKS if kind.startswith(f"{name}-")), "torch")
+
+
+def _check_figures(name: str, figures: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Figure]:
+    out: dict[str, Figure] = {}
+    for key, figure in figures.items():
+        if key not in keys:
+            raise UsageError(f"OpCosts.{name} key {key!r} is not one of {', '.join(keys)}")
+        if not isinstance(figure, Figure) or not (math.isfinite(figure.value) and figure.value > 0):
+            raise UsageError(f"OpCosts.{name}[{key!r}] must be a Figure with a finite positive value, got {figure!r}")
+        out[key] = figure
+    return out
+
+
+@dataclass(frozen=True)
+class OpCosts:
+    """Measured op-class figures: GEMM FLOP/s and transcendental elements/s per dtype, host
+    dispatch seconds per framework op. Every figure is a :class:`Figure` with its source."""
+
+    gemm_flops_per_s: Mapping[str, Figure] = field(default_factory=dict)
+    dispatch_s: Mapping[str, Figure] = field(default_factory=dict)
+    transcendental_per_s: Mapping[str, Figure] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "gemm_flops_per_s", _check_figures("gemm_flops_per_s", self.gemm_flops_per_s, DTYPES))
+        object.__setattr__(self, "dispatch_s", _check_figures("dispatch_s", self.dispatch_s, FRAMEWORKS))
+        object.__setattr__(self, "transcendental_per_s",
+                           _check_figures("transcendental_per_s", self.transcendental_per_s, DTYPES))
+
+    def gemm(self, dtype: str) -> float | None:
+        figure = self.gemm_flops_per_s.get(dtype)
+        return figure.value if figure is not None else None
+
+    def dispatch(self, framework: str) -> float | None:
+        figure = self.dispatch_s.get(framework)
+        return figure.value if figure is not None else None
+
+    def transcendental(self, dtype: str) -> float | None:
+        figure = self.transcendental_per_s.get(dtype) or self.transcendental_per_s.get("fp32")
+        return figure.value if figure is not None else None
+
+    def filled_from(self, other: "OpCosts") -> "OpCosts":
+        """A copy whose missing figures come from ``other``."""
+        return OpCosts({**other.gemm_flops_per_s, **self.gemm_flops_per_s}, {**other.dispatch_s, **self.dispatch_s},
+                       {**other.transcendental_per_s, **self.transcendental_per_s})
+
+    def __bool__(self) -> bool:
+        return bool(self.gemm_flops_per_s or self.dispatch_s or self.transcendental_per_s)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": OP_COSTS_VERSION,
+                **{name: {k: f.to_json() for k, f in getattr(self, name).items()}
+                   for name in ("gemm_flops_per_s", "dispatch_s", "transcendental_per_s")}}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "OpCosts":
+        if data.get("version") != OP_COSTS_VERSION:
+            raise FormatError(f"OpCosts JSON version {data.get('version')!r} is not {OP_COSTS_VERSION}")
+        try:
+            maps = {name: {str(k): Figure(float(f["value"]), str(f["source"])) for k, f in (data.get(name) or {}).items()}
+                    for name in ("gemm_flops_per_s", "dispatch_s", "transcendental_per_s")}
+            return cls(**maps)
+        except (KeyError, TypeError, ValueError, UsageError) as exc:
+            raise FormatError(f"OpCosts JSON is malformed: {exc}") from exc

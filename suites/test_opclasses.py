@@ -1,0 +1,200 @@
+"""Op-class microbenchmarks: one PyTorch op per case, so every op class of the workload IR is
+calibrated from measurements of this machine (``pytest_charz.models.opclass``).
+
+Classes and what each case runs (fp32, on the host CPU through PyTorch's eager ops, with the
+threads PyTorch is given): ``elementwise`` (``torch.add``), ``transcendental`` (``torch.exp``, ``tanh``, ``gelu``, ``sigmoid``, ``silu``),
+``reduction`` (``torch.sum``), ``softmax`` and ``norm`` (``layer_norm``) over rows,
+``transpose`` (a transposed copy), ``copy`` (``Tensor.copy_``), ``gemm`` (square, skinny and small
+inner dimension ``torch.mm``), ``bmm``, ``conv`` (``conv2d`` 3x3), ``attention``
+(``scaled_dot_product_attention``) and ``embedding`` (a row gather). Sizes span small (dispatch
+bound) to past the last-level cache. The held-out workloads (``suites/test_heldout.py``) use
+other shapes and compositions, so a calibration on these cases is tested on work it never saw.
+
+Every Work is counted by hand from the op's definition: bytes are the minimal traffic (each
+input read once, the output written once) at the memory level the working set fits in
+(``_sizes.fits_level``), FLOPs as the workload IR counts them (``pytest_charz.workloads.aten_costs``).
+Each case checks its result against NumPy or float64 before it is timed.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+from _sizes import set_torch_threads
+from pytest_charz import Work
+
+FP32 = 4
+ELEMENTS = (1 << 10, 1 << 13, 1 << 16, 1 << 19, 1 << 22)
+ROWS_WIDTH = ((8, 256), (64, 512), (512, 1024), (4096, 1024))
+SQUARE = (64, 128, 256, 512, 1024)
+SKINNY = ((1, 1024, 1024), (4, 2048, 1024), (16, 1024, 2048))
+SMALL_K = ((1024, 1024, 16), (512, 512, 64))
+BMM = ((16, 64, 64, 64), (32, 128, 128, 32))
+CONV = ((1, 16, 32, 32, 32), (1, 32, 64, 32, 32), (4, 64, 64, 16, 16))   # batch, c_in, c_out, h, w
+ATTENTION = ((1, 4, 128, 32), (2, 8, 256, 64))                            # batch, heads, seq, head dim
+GATHER = ((64, 256), (1024, 256), (8192, 512))                            # rows gathered, width
+TABLE_ROWS = 32768
+TRANSPOSE = (64, 256, 1024, 2048)
+#: Transcendental functions the workload IR meets besides exp, each with its own cost per element.
+FUNCTIONS = ("tanh", "gelu", "sigmoid", "silu")
+
+
+def level_of(size_plan: Any, working_set_bytes: float) -> str:
+    """The smallest cache of the plan holding the working set (capacities as the spec gives them)."""
+    return next((c.name for c in size_plan.caches if working_set_bytes <= c.capacity_bytes), "dram")
+
+
+def _cases() -> list[Any]:
+    cases = [pytest.param(("elementwise", (n,)), id=f"add-{n}") for n in ELEMENTS]
+    cases += [pytest.param(("transcendental", (n,)), id=f"exp-{n}") for n in ELEMENTS]
+    cases += [pytest.param(("transcendental", (n, function)), id=f"{function}-{n}")
+              for function in FUNCTIONS for n in ELEMENTS[::2]]
+    cases += [pytest.param(("reduction", (n,)), id=f"sum-{n}") for n in ELEMENTS]
+    cases += [pytest.param(("copy", (n,)), id=f"copy-{n}") for n in ELEMENTS]
+    cases += [pytest.param(("softmax", rw), id=f"softmax-{rw[0]}x{rw[1]}") for rw in ROWS_WIDTH]
+    cases += [pytest.param(("norm", rw), id=f"layernorm-{rw[0]}x{rw[1]}") for rw in ROWS_WIDTH]
+    cases += [pytest.param(("transpose", (n,)), id=f"transpose-{n}") for n in TRANSPOSE]
+    cases += [pytest.param(("gemm", (n, n, n)), id=f"mm-{n}") for n in SQUARE]
+    cases += [pytest.param(("gemm", mnk), id=f"mm-{mnk[0]}x{mnk[1]}x{mnk[2]}") for mnk in SKINNY + SMALL_K]
+    cases += [pytest.param(("bmm", b), id=f"bmm-{b[0]}x{b[1]}x{b[2]}x{b[3]}") for b in BMM]
+    cases += [pytest.param(("conv", c), id=f"conv3x3-{'x'.join(map(str, c))}") for c in CONV]
+    cases += [pytest.param(("attention", a), id=f"sdpa-{'x'.join(map(str, a))}") for a in ATTENTION]
+    cases += [pytest.param(("embedding", g), id=f"gather-{g[0]}x{g[1]}") for g in GATHER]
+    return cases
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "opclass_case" in metafunc.fixturenames:
+        metafunc.parametrize("opclass_case", _cases())
+
+
+def build(torch: Any, op_class: str, dims: tuple[Any, ...], rng: np.random.Generator,
+          size_plan: Any) -> tuple[Callable[[], Any], Callable[[], None], Work]:
+    """(timed call, check of its result, Work) of one op-class case."""
+    def tensor(*shape: int) -> Any:
+        return torch.from_numpy(rng.standard_normal(shape).astype(np.float32))
+
+    def close(actual: Any, expected: np.ndarray, tolerance: float = 1e-4) -> None:
+        got = actual.double().numpy()
+        scale = float(np.abs(expected).max()) or 1.0
+        assert float(np.abs(got - expected).max()) <= tolerance * scale, f"{op_class} {dims}: result differs"
+
+    def work(flops: float, moved: float, op: str, shape: dict[str, Any], working_set: float | None = None) -> Work:
+        level = level_of(size_plan, moved if working_set is None else working_set)
+        return Work(flops={"fp32": flops} if flops else None, bytes={level: moved}, launches=1, op=op,
+                    shape={**shape, "dtype": "fp32", "framework": "torch"})
+
+    if op_class == "transcendental" and len(dims) == 2:
+        n, function = dims
+        a = tensor(n)
+        call = {"tanh": torch.tanh, "gelu": torch.nn.functional.gelu, "sigmoid": torch.sigmoid,
+                "silu": torch.nn.functional.silu}[function]
+        a64 = a.double()
+        # y = f(a): read a, write y; one transcendental per element
+        return (lambda: call(a)), (lambda: close(call(a), call(a64).numpy())), work(
+            n, 2 * n * FP32, "elementwise", {"elements": n, "transcendental": 1, "function": function})
+    if op_class in ("elementwise", "transcendental", "reduction", "copy"):
+        (n,) = dims
+        a, b = tensor(n), tensor(n)
+        # Outputs are allocated by the op, as in a model's code (no out=): the allocation is part
+        # of what an eager op costs.
+        if op_class == "elementwise":
+            # c = a + b: read a and b, write c; one FLOP per element
+            fn: Callable[[], Any] = lambda: torch.add(a, b)  # noqa: E731
+            check = lambda: close(fn(), a.numpy() + b.numpy())  # noqa: E731
+            w = work(n, 3 * n * FP32, "elementwise", {"elements": n})
+        elif op_class == "transcendental":
+            # c = exp(a): read a, write c; one transcendental per element
+            fn = lambda: torch.exp(a)  # noqa: E731
+            check = lambda: close(fn(), np.exp(a.numpy().astype(np.float64)))  # noqa: E731
+            w = work(n, 2 * n * FP32, "elementwise", {"elements": n, "transcendental": 1, "function": "exp"})
+        elif op_class == "reduction":
+            # s = sum(a): read a once; one add per element
+            fn = lambda: torch.sum(a)  # noqa: E731
+            check = lambda: close(fn(), np.array(a.double().sum()), 1e-3)  # noqa: E731
+            w = work(n, n * FP32, "reduction", {"elements": n})
+        else:
+            # c = clone(a): read a, write c
+            fn = lambda: a.clone()  # noqa: E731
+            check = lambda: close(fn(), a.numpy())  # noqa: E731
+            w = work(0, 2 * n * FP32, "copy", {"elements": n})
+        return fn, check, w
+    if op_class in ("softmax", "norm"):
+        rows, width = dims
+        x = tensor(rows, width)
+        weight, bias = tensor(width), tensor(width)
+        if op_class == "softmax":
+            # read x once, write y once (the IR's minimal bytes); 5 FLOPs per element (aten_costs)
+            fn = lambda: torch.softmax(x, dim=-1)  # noqa: E731
+            x64 = x.double().numpy()
+            expected = np.exp(x64 - x64.max(-1, keepdims=True))
+            expected /= expected.sum(-1, keepdims=True)
+            return fn, lambda: close(fn(), expected), work(5 * rows * width, 2 * rows * width * FP32, "softmax",
+                                                           {"rows": rows, "width": width})
+        # layer norm: read x, weight and bias once, write y; 5 FLOPs per element + 1 each for weight, bias
+        fn = lambda: torch.nn.functional.layer_norm(x, (width,), weight, bias)  # noqa: E731
+        x64 = x.double().numpy()
+        expected = (x64 - x64.mean(-1, keepdims=True)) / np.sqrt(x64.var(-1, keepdims=True) + 1e-5)
+        expected = expected * weight.double().numpy() + bias.double().numpy()
+        return fn, lambda: close(fn(), expected, 1e-3), work(7 * rows * width, (2 * rows + 2) * width * FP32, "norm",
+                                                             {"rows": rows, "width": width})
+    if op_class == "transpose":
+        (n,) = dims
+        a = tensor(n, n)
+        # a^T made contiguous: read a, write the copy (one of the two sides strided)
+        return (lambda: a.t().contiguous()), (lambda: close(a.t().contiguous(), a.numpy().T)), work(
+            0, 2 * n * n * FP32, "transpose", {"rows": n, "width": n})
+    if op_class == "gemm":
+        m, n, k = dims
+        a, b = tensor(m, k), tensor(k, n)
+        # C = A B: 2mnk FLOPs; read A and B, write C
+        return (lambda: torch.mm(a, b)), (lambda: close(torch.mm(a, b), a.double().numpy() @ b.double().numpy(), 1e-3)), work(
+            2.0 * m * n * k, (m * k + k * n + m * n) * FP32, "gemm", {"m": m, "n": n, "k": k})
+    if op_class == "bmm":
+        batch, m, n, k = dims
+        a, b = tensor(batch, m, k), tensor(batch, k, n)
+        return (lambda: torch.bmm(a, b)), (lambda: close(torch.bmm(a, b), a.double().numpy() @ b.double().numpy(), 1e-3)), work(
+            2.0 * batch * m * n * k, batch * (m * k + k * n + m * n) * FP32, "bmm", {"m": m, "n": n, "k": k, "batch": batch})
+    if op_class == "conv":
+        batch, cin, cout, h, w = dims
+        x, weight = tensor(batch, cin, h, w), tensor(cout, cin, 3, 3)
+        fn = lambda: torch.nn.functional.conv2d(x, weight, padding=1)  # noqa: E731
+        reference = torch.nn.functional.conv2d(x.double(), weight.double(), padding=1).numpy()
+        # 2 * output elements * c_in * 9 FLOPs; read x and the weights, write y (same h, w: padding 1)
+        flops = 2.0 * batch * cout * h * w * cin * 9
+        moved = (batch * cin * h * w + cout * cin * 9 + batch * cout * h * w) * FP32
+        return fn, lambda: close(fn(), reference, 1e-3), work(flops, moved, "conv", {
+            "batch": batch, "in_channels": cin, "out_channels": cout, "kernel_h": 3, "kernel_w": 3, "groups": 1})
+    if op_class == "attention":
+        batch, heads, seq, d = dims
+        q, k_, v = tensor(batch, heads, seq, d), tensor(batch, heads, seq, d), tensor(batch, heads, seq, d)
+        fn = lambda: torch.nn.functional.scaled_dot_product_attention(q, k_, v)  # noqa: E731
+        reference = torch.nn.functional.scaled_dot_product_attention(q.double(), k_.double(), v.double()).numpy()
+        # 4 b h s^2 d FLOPs (QK^T and PV, the full score matrix); read q, k, v, write the output
+        return fn, lambda: close(fn(), reference, 1e-3), work(
+            4.0 * batch * heads * seq * seq * d, 4 * batch * heads * seq * d * FP32, "attention",
+            {"batch": batch, "heads": heads, "s_q": seq, "s_kv": seq, "d": d})
+    rows, width = dims
+    table = tensor(TABLE_ROWS, width)
+    ids = torch.from_numpy(rng.integers(0, TABLE_ROWS, rows))
+    fn = lambda: torch.nn.functional.embedding(ids, table)  # noqa: E731
+    # read the gathered rows and the ids (8 bytes each), write the output rows
+    moved = 2 * rows * width * FP32 + 8 * rows
+    return fn, lambda: close(fn(), table.numpy()[ids.numpy()]), work(0, moved, "embedding",
+                                                                     {"rows": rows, "width": width})
+
+
+@pytest.mark.charz(noise=0.03, max_time=0.4, quick={"max_time": 0.12})
+def test_opclass_cpu(charz: Any, device: Any, size_plan: Any, opclass_case: tuple[str, tuple[Any, ...]]) -> None:
+    if device.backend != "cpu":
+        pytest.skip(f"op-class microbenchmarks of the host CPU; the bound device is {device.backend}")
+    torch = pytest.importorskip("torch", reason="the op-class microbenchmarks run PyTorch ops")
+    set_torch_threads(torch)
+    op_class, dims = opclass_case
+    with torch.inference_mode():
+        fn, check, work = build(torch, op_class, dims, charz.rng, size_plan)
+        fn()
+        check()
+        charz.measure(fn, work=work)

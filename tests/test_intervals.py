@@ -1,0 +1,99 @@
+"""Intervals everywhere: class intervals, widening outside the calibrated range, and sums of ops
+whose errors are correlated within a class and independent across classes."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pytest_charz.calibration.classes import EXTRAPOLATION_WIDENING, ClassFit, fit_classes, summed_interval
+from pytest_charz.calibration.efficiency import Calibration, EfficiencyTable
+from pytest_charz.models.base import Prediction
+from pytest_charz.work import Work
+
+
+def test_ops_of_one_class_add_their_interval_linearly() -> None:
+    total, low, high = summed_interval([("gemm", 1.0, 0.8, 1.3), ("gemm", 2.0, 1.6, 2.6)])
+    assert total == pytest.approx(3.0)
+    assert (low, high) == (pytest.approx(3.0 - 0.6), pytest.approx(3.0 + 0.9))
+
+
+def test_classes_add_in_quadrature() -> None:
+    total, low, high = summed_interval([("gemm", 1.0, 0.7, 1.4), ("softmax", 1.0, 0.6, 1.3)])
+    assert total == pytest.approx(2.0)
+    assert low == pytest.approx(2.0 - math.hypot(0.3, 0.4))
+    assert high == pytest.approx(2.0 + math.hypot(0.4, 0.3))
+    # never below zero, and a point without width adds none
+    assert summed_interval([("copy", 1.0, 0.0, 1.0), ("copy", 1.0, 0.0, 1.0)])[1] == 0.0
+    assert summed_interval([("x", 1.0, 1.0, 1.0)]) == (1.0, 1.0, 1.0)
+
+
+def fitted_class() -> ClassFit:
+    table = EfficiencyTable("gemm:fp32", "flops", (6.0, 9.0), (0.5, 0.8))
+    return ClassFit("gemm:fp32", table, (6.0, 9.0), 8, ("gemm",), (0.8, 1.25), "conformal")
+
+
+def test_a_class_fit_scales_time_and_gives_its_interval() -> None:
+    prediction = Prediction.of_terms("opclass", 1e-3, "compute:fp32", {"compute:fp32": 1e-3})
+    work = Work(flops=1e9, op="gemm")
+    adjusted = fitted_class().apply(prediction, work, 0.0)
+    efficiency = fitted_class().table.at(1e9)
+    assert adjusted.time_s == pytest.approx(1e-3 / efficiency)
+    assert adjusted.interval_s == (pytest.approx(0.8 * adjusted.time_s), pytest.approx(1.25 * adjusted.time_s))
+    assert not any(note.startswith("extrapolated") for note in adjusted.notes)
+    assert adjusted.model == "opclass+calibration"
+
+
+def test_outside_the_range_the_interval_widens_per_decade() -> None:
+    prediction = Prediction.of_terms("opclass", 1.0, "compute:fp32", {"compute:fp32": 1.0})
+    far = fitted_class().apply(prediction, Work(flops=1e11, op="gemm"), 0.0)     # 2 decades past 1e9
+    widen = math.exp(EXTRAPOLATION_WIDENING * 2.0)
+    assert far.interval_s[0] == pytest.approx(far.time_s * 0.8 / widen)
+    assert far.interval_s[1] == pytest.approx(far.time_s * 1.25 * widen)
+    assert any(note.startswith("extrapolated: flops 1e+11 is 2 decade(s) outside") for note in far.notes)
+
+
+def test_the_roofline_floor_holds_after_calibration() -> None:
+    prediction = Prediction.of_terms("opclass", 1e-3, "compute:fp32", {"compute:fp32": 1e-3})
+    fast = ClassFit("gemm:fp32", EfficiencyTable("gemm:fp32", "flops", (6.0,), (10.0,)), (6.0, 6.0), 1, ("gemm",),
+                    (0.9, 1.1), "pooled")
+    assert fast.apply(prediction, Work(flops=1e6, op="gemm"), 5e-4).time_s == pytest.approx(5e-4)
+
+
+def test_class_intervals_come_from_leave_one_out_residuals() -> None:
+    # 24 cases of one class with a known +-10% scatter about a constant efficiency of 0.5
+    scatter = [1.1 if i % 2 else 1 / 1.1 for i in range(24)]
+    points = [(Work(flops=10.0 ** (6 + i / 8), op="gemm", shape={"m": 64, "n": 64, "k": 64}), 1.0, 2.0 * s, "gemm")
+              for i, s in enumerate(scatter)]
+    fits = fit_classes(points, 0.9)
+    fitted = fits["gemm:fp32"]
+    assert fitted.method == "conformal" and fitted.n == 24
+    low, high = fitted.factors
+    assert 0.8 < low < 1.0 < high < 1.25
+    assert fits["gemm"].n == 24          # the class with every dtype pooled, for a dtype not calibrated
+
+
+def test_a_calibration_with_classes_applies_them_before_its_tables() -> None:
+    table = EfficiencyTable("gemm", "flops", (6.0,), (0.1,))
+    calibration = Calibration("opclass", {"gemm": table}, (0.5, 2.0), 0.9, {"gemm:fp32": fitted_class()})
+    prediction = Prediction.of_terms("opclass", 1.0, "compute:fp32", {"compute:fp32": 1.0})
+    adjusted = calibration.adjust(prediction, Work(flops=1e9, op="gemm"), 0.0)
+    assert adjusted.time_s == pytest.approx(1.0 / fitted_class().table.at(1e9))
+    restored = Calibration.from_json(calibration.to_json())
+    assert restored.classes["gemm:fp32"] == fitted_class()
+    # a Calibration without classes writes the JSON it always wrote
+    assert "classes" not in Calibration("composite", {"gemm": table}).to_json()
+
+
+def test_a_transcendental_function_is_calibrated_on_its_own_and_falls_back_to_the_class() -> None:
+    from pytest_charz.calibration.classes import class_key, lookup
+
+    tanh = Work(flops=1e6, bytes=8e6, op="elementwise", shape={"transcendental": 1, "function": "tanh"})
+    erf = Work(flops=1e6, bytes=8e6, op="elementwise", shape={"transcendental": 1, "function": "erf"})
+    assert class_key(tanh) == "transcendental.tanh:fp32"
+    table = EfficiencyTable("t", "bytes", (6.0,), (0.5,))
+    own = ClassFit("transcendental.tanh:fp32", table, (5.0, 7.0), 3, ("elementwise",), (0.9, 1.1), "pooled")
+    pooled = ClassFit("transcendental:fp32", table, (5.0, 7.0), 9, ("elementwise",), (0.8, 1.2), "pooled")
+    classes = {own.key: own, pooled.key: pooled}
+    assert lookup(classes, tanh) is own
+    assert lookup(classes, erf) is pooled            # a function no microbenchmark ran: every function pooled

@@ -1,0 +1,175 @@
+"""The op-class model: GEMM at the measured GEMM rate with shape efficiency, passes of softmax,
+norm and transpose, transcendental math, residency, dispatch per framework on a CPU."""
+from __future__ import annotations
+
+import pytest
+
+from pytest_charz.models import Ceilings
+from pytest_charz.models.ceilings_profile import read_op_costs
+from pytest_charz.models.opclass import GEMM_HALF_DIM, OpClassModel, gemm_shape_efficiency, residency
+from pytest_charz.models.opclass_costs import OpCosts, framework_of, op_class_of
+from pytest_charz.models.registry import get_model
+from pytest_charz.prediction import predict
+from pytest_charz.targets.spec import Figure
+from pytest_charz.work import Work
+
+FMA_PEAK, GEMM_RATE = 546e9, 263e9     # the recorded Zen 5 guest's fp32 FMA chains and BLAS GEMM
+PROFILE = {"kind": "charz-profile", "version": 1, "target": {"id": "cpu", "kind": "cpu", "compute_units": 2},
+           "ceilings": [
+               {"name": "flops:fp32", "value": FMA_PEAK, "unit": "FLOP/s"},
+               {"name": "gemm:fp32", "value": GEMM_RATE, "unit": "FLOP/s"},
+               {"name": "bandwidth:dram", "value": 54e9, "unit": "B/s"},
+               {"name": "bandwidth:l2", "value": 400e9, "unit": "B/s"},
+               {"name": "capacity:l1", "value": 48 * 1024, "unit": "B"},
+               {"name": "capacity:l2", "value": 1 << 20, "unit": "B"},
+               {"name": "capacity:l3", "value": 32 << 20, "unit": "B"},
+               {"name": "dispatch", "value": 3.22e-7, "unit": "s"},
+               {"name": "dispatch:numpy", "value": 3.22e-7, "unit": "s"},
+               {"name": "dispatch:torch", "value": 1.07e-6, "unit": "s"},
+               {"name": "transcendental:fp32", "value": 2e9},
+           ]}
+
+
+def ceilings() -> Ceilings:
+    return Ceilings.from_profile(PROFILE)
+
+
+def model() -> OpClassModel:
+    return OpClassModel().with_costs(read_op_costs(PROFILE))
+
+
+def gemm(m: int, n: int, k: int, batch: int = 1) -> Work:
+    return Work(flops=2.0 * m * n * k * batch, bytes=4.0 * batch * (m * k + k * n + m * n), op="gemm",
+                shape={"m": m, "n": n, "k": k, "batch": batch})
+
+
+def test_profile_op_costs_are_read() -> None:
+    costs = read_op_costs(PROFILE)
+    assert costs.gemm("fp32") == pytest.approx(GEMM_RATE)
+    assert costs.dispatch("torch") == pytest.approx(1.07e-6)
+    assert costs.dispatch("numpy") == pytest.approx(3.22e-7)
+    assert costs.transcendental("fp32") == pytest.approx(2e9)
+
+
+def test_gemm_is_predicted_at_the_measured_gemm_not_the_fma_peak() -> None:
+    # failure kind: every GEMM 55-85% too fast at the FMA-chain peak (546 vs 263 GFLOP/s)
+    work = gemm(2048, 2048, 2048)
+    prediction = model().predict(work, ceilings())
+    efficiency = gemm_shape_efficiency(work, "gemm", ceilings())
+    assert prediction.time_s == pytest.approx(work.total_flops / (GEMM_RATE * efficiency), rel=1e-9)
+    assert prediction.time_s > 1.9 * work.total_flops / FMA_PEAK
+    assert prediction.bound == "compute:fp32"
+    # through the public facade, with the profile, as a new user calls it
+    public = predict(work, target="cpu", model="opclass", profile=PROFILE)
+    assert public.time_s == pytest.approx(prediction.time_s, rel=1e-9)
+
+
+def test_gemm_without_a_measured_rate_says_it_used_the_peak() -> None:
+    prediction = OpClassModel().predict(gemm(512, 512, 512), ceilings())
+    assert "compute:fp32:peak" in prediction.breakdown
+
+
+@pytest.mark.parametrize("shape", [(1, 4096, 4096), (4096, 4096, 16), (16, 64, 64)])
+def test_skinny_small_k_and_small_gemms_run_below_the_square_rate(shape: tuple[int, int, int]) -> None:
+    square = gemm(4096, 4096, 4096)
+    odd = gemm(*shape)
+    rate = lambda w: w.total_flops / model().predict(w, ceilings()).breakdown["compute:fp32"]  # noqa: E731
+    assert rate(odd) < 0.7 * rate(square)
+    smallest = min(shape)
+    assert gemm_shape_efficiency(odd, "gemm", ceilings()) <= smallest / (smallest + GEMM_HALF_DIM["cpu"])
+
+
+def test_batched_gemm_is_a_gemm_per_batch() -> None:
+    one = model().predict(gemm(128, 128, 64), ceilings())
+    batched = model().predict(gemm(128, 128, 64, batch=48), ceilings())
+    assert batched.breakdown["compute:fp32"] == pytest.approx(48 * one.breakdown["compute:fp32"], rel=0.05)
+
+
+def test_softmax_norm_and_transpose_pay_their_passes() -> None:
+    # failure kind: softmax, layernorm and transpose counted as one pass of minimal bytes
+    rows, width = 4096, 4096
+    moved = 2.0 * rows * width * 4
+    one_pass_s = moved / 54e9
+    softmax = Work(flops=5.0 * rows * width, bytes=moved, op="softmax", shape={"rows": rows, "width": width})
+    norm = Work(flops=7.0 * rows * width, bytes=moved, op="norm", shape={"rows": rows, "width": width})
+    transpose = Work(bytes=moved, op="transpose", shape={"rows": rows, "width": width})
+    for work, passes in ((softmax, 2.0), (norm, 1.5), (transpose, 2.0)):
+        prediction = model().predict(work, ceilings())
+        assert prediction.breakdown["memory:dram"] == pytest.approx(passes * one_pass_s)
+        assert prediction.time_s >= passes * one_pass_s
+    # softmax's exponentials at the measured transcendental rate
+    assert model().predict(softmax, ceilings()).breakdown["compute:fp32"] == pytest.approx(rows * width / 2e9)
+
+
+def test_exp_is_bound_by_its_math() -> None:
+    # failure kind: exp counted as a pass of bytes; 4M exponentials at 2e9/s take 2.1 ms, not 0.6 ms
+    n = 1 << 22
+    work = Work(flops=n, bytes=8.0 * n, op="elementwise", shape={"elements": n, "transcendental": 1})
+    assert op_class_of(work) == "transcendental"
+    prediction = model().predict(work, ceilings())
+    assert prediction.bound == "compute:fp32"
+    assert prediction.time_s == pytest.approx(n / 2e9)
+    without_rate = OpClassModel().predict(work, ceilings())
+    assert without_rate.breakdown["compute:fp32:peak"] == pytest.approx(n * 20.0 / FMA_PEAK)
+
+
+def test_bytes_a_user_counts_at_dram_are_charged_where_they_fit() -> None:
+    small = Work(bytes=256 * 1024, op="elementwise")
+    large = Work(bytes=256 << 20, op="elementwise")
+    assert residency(small, ceilings()) == "l2"
+    assert residency(large, ceilings()) == "dram"
+    assert "memory:l2" in model().predict(small, ceilings()).breakdown
+    # a level without a bandwidth figure (l1 here) hands its bytes to the next level that has one
+    assert residency(Work(bytes=1024, op="copy"), ceilings()) == "l2"
+
+
+def test_one_launch_on_a_cpu_costs_the_measured_dispatch_of_its_framework() -> None:
+    # failure kind: launches=1 made every CPU prediction uncovered, the profile's dispatch unused
+    tiny = Work(flops=64, bytes=512, launches=1, op="elementwise", shape={"framework": "torch"})
+    prediction = predict(tiny, target="cpu", model="opclass", profile=PROFILE)
+    assert prediction.covered
+    assert prediction.breakdown["dispatch:torch"] == pytest.approx(1.07e-6)
+    assert prediction.regime == "launch"
+    numpy_op = Work(flops=64, bytes=512, launches=1, op="elementwise", shape={"library": "numpy"})
+    assert model().predict(numpy_op, ceilings()).breakdown["dispatch:numpy"] == pytest.approx(3.22e-7)
+    assert framework_of(Work(launches=1, op="dispatch", shape={"kind": "numpy-add"})) == "numpy"
+
+
+def test_no_dispatch_figure_is_uncovered_with_the_reason() -> None:
+    prediction = OpClassModel().predict(Work(launches=1, op="elementwise", bytes=64), ceilings())
+    assert not prediction.covered
+    assert "dispatch" in prediction.reason
+
+
+def test_on_a_gpu_launches_overlap_kernels() -> None:
+    gpu = Ceilings(kind="gpu", peak_flops={"fp32": Figure(50e12, "t")}, bandwidth_bytes_per_s={"dram": Figure(2e12, "t")},
+                   launch_overhead_s=Figure(3e-6, "t"))
+    tiny = model().predict(Work(flops=1e3, bytes=1e3, launches=1, op="elementwise"), gpu)
+    big = model().predict(Work(flops=1e12, bytes=1e6, launches=1, op="elementwise"), gpu)
+    assert tiny.time_s == pytest.approx(3e-6) and tiny.bound == "launch"
+    assert big.time_s == pytest.approx(1e12 / 50e12)
+
+
+def test_conv_and_attention_are_gemms_of_their_shapes() -> None:
+    conv = Work(flops=2.0 * 128 * 28 * 28 * 64 * 9, bytes=1e6, op="conv",
+                shape={"batch": 1, "in_channels": 64, "out_channels": 128, "kernel_h": 3, "kernel_w": 3})
+    attention = Work(flops=4.0 * 12 * 512 * 512 * 64, bytes=4.0 * 4 * 12 * 512 * 64, op="attention",
+                     shape={"batch": 1, "heads": 12, "s_q": 512, "s_kv": 512, "d": 64})
+    for work in (conv, attention):
+        prediction = model().predict(work, ceilings())
+        assert prediction.breakdown["compute:fp32"] >= work.total_flops / GEMM_RATE
+    # attention adds its softmax's exponentials to the GEMM time
+    plain = Work(flops=attention.total_flops, bytes=attention.total_bytes, op="gemm",
+                 shape={"m": 512, "n": 512, "k": 64, "batch": 12})
+    assert model().predict(attention, ceilings()).time_s > model().predict(plain, ceilings()).time_s
+
+
+def test_op_costs_json_round_trips_and_checks() -> None:
+    costs = read_op_costs(PROFILE)
+    assert OpCosts.from_json(costs.to_json()) == costs
+    with pytest.raises(Exception, match="not one of"):
+        OpCosts(dispatch_s={"jax": Figure(1e-6, "x")})
+
+
+def test_the_model_is_registered() -> None:
+    assert isinstance(get_model("opclass"), OpClassModel)

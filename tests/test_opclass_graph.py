@@ -1,0 +1,42 @@
+"""Graph predictions on a CPU with the op-class model: the measured PyTorch dispatch per op, and a
+latency interval summed from the ops' calibrated intervals."""
+from __future__ import annotations
+
+import pytest
+
+from pytest_charz.calibration.classes import ClassFit
+from pytest_charz.calibration.efficiency import Calibration, EfficiencyTable
+from pytest_charz.work import Work
+from pytest_charz.workloads.graph import Graph, Op, sequential
+from pytest_charz.workloads.predict import DEFAULT_HOST_DISPATCH_S, predict_graph
+
+from test_opclass import PROFILE
+
+
+def chain() -> Graph:
+    ops = [Op(f"add{i}", "elementwise", Work(64, 768, launches=1, op="elementwise", shape={"elements": 64}))
+           for i in range(10)]
+    ops.append(Op("mm", "gemm", Work(2.0 * 256**3, 3 * 4 * 256**2, launches=1, op="gemm",
+                                     shape={"m": 256, "n": 256, "k": 256})))
+    return Graph("tiny", "forward", sequential(ops))
+
+
+def test_a_cpu_graph_uses_the_measured_torch_dispatch_not_the_default() -> None:
+    # failure kind: CPU graph predictions kept the 10 us default though the profile measured dispatch
+    result = predict_graph(chain(), "cpu", model="opclass", profile=PROFILE)
+    assert result.host_dispatch_s == pytest.approx(1.07e-6)
+    assert result.host_dispatch_s != DEFAULT_HOST_DISPATCH_S
+    assert result.launch_overhead_s == 0.0
+    assert result.complete
+
+
+def test_the_latency_interval_sums_the_ops_intervals() -> None:
+    flat = lambda key, size: ClassFit(key, EfficiencyTable(key, size, (3.0,), (1.0,)), (2.0, 9.0), 5,  # noqa: E731
+                                      ("x",), (0.8, 1.3), "conformal")
+    calibration = Calibration("opclass", {}, (1.0, 1.0), 0.9,
+                              {"elementwise:fp32": flat("elementwise:fp32", "bytes"), "gemm:fp32": flat("gemm:fp32", "flops")})
+    result = predict_graph(chain(), "cpu", model="opclass", profile=PROFILE, calibration=calibration)
+    low, high = result.interval_s
+    assert low < result.latency_s < high
+    uncalibrated = predict_graph(chain(), "cpu", model="opclass", profile=PROFILE)
+    assert uncalibrated.interval_s == (pytest.approx(uncalibrated.latency_s), pytest.approx(uncalibrated.latency_s))
