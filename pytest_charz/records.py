@@ -21,6 +21,8 @@ from .targets.spec import TargetSpec
 from .work import Work
 
 if TYPE_CHECKING:
+    from .evidence.counters import CounterReading
+    from .evidence.energy import EnergyReading
     from .models.base import Prediction
     from .verdict import Verdict
 
@@ -86,7 +88,9 @@ class CaseRecord:
     path; ``params`` the case's parameters as JSON values; ``achieved`` the rates of ``work`` at
     the measured median (:func:`pytest_charz.work.achieved_rates`); ``peak_fraction`` those rates
     against the target's peaks; ``flags`` what the conditions and the sampler found suspicious;
-    ``ops`` the per-op timings of a workload case (empty for a microbenchmark).
+    ``ops`` the per-op timings of a workload case (empty for a microbenchmark); ``counters`` and
+    ``energy`` the profiler counters and measured energy of the timed samples (None in runs
+    recorded without them; each says what is missing and why).
     """
 
     id: str
@@ -105,6 +109,8 @@ class CaseRecord:
     prediction: "Prediction | None" = None
     verdict: "Verdict | None" = None
     ops: tuple[OpTiming, ...] = ()
+    counters: "CounterReading | None" = None
+    energy: "EnergyReading | None" = None
 
     @property
     def median_s(self) -> float | None:
@@ -135,6 +141,10 @@ class CaseRecord:
         }
         if self.ops:
             data["ops"] = [op.to_json() for op in self.ops]
+        if self.counters is not None:
+            data["counters"] = self.counters.to_json()
+        if self.energy is not None:
+            data["energy"] = self.energy.to_json()
         if self.prediction is not None:
             data["prediction"] = self.prediction.to_json()
         if self.verdict is not None:
@@ -143,6 +153,8 @@ class CaseRecord:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], source: str = "a run") -> "CaseRecord":
+        from .evidence.counters import CounterReading
+        from .evidence.energy import EnergyReading
         from .models.base import Prediction
         from .verdict import Verdict
 
@@ -163,6 +175,8 @@ class CaseRecord:
                 prediction=Prediction.from_json(data["prediction"]) if data.get("prediction") else None,
                 verdict=Verdict.from_json(data["verdict"]) if data.get("verdict") else None,
                 ops=tuple(OpTiming.from_json(op) for op in data.get("ops") or ()),
+                counters=CounterReading.from_json(data["counters"]) if data.get("counters") else None,
+                energy=EnergyReading.from_json(data["energy"]) if data.get("energy") else None,
             )
         except FormatError as exc:
             raise FormatError(f"{where}: {exc}") from None

@@ -227,12 +227,17 @@ class AmdsmiTelemetry(VendorLibrary):
                     infos.append(info)
         return parse_process_list(infos, os.getpid())
 
+    def energy_j(self) -> float | None:
+        """Cumulative energy in J (``amdsmi_get_energy_count``); None where it is not reported.
+        One call: read around a case's samples."""
+        energy = self._call("amdsmi_get_energy_count", self.handle)
+        return parse_energy_count(energy) if energy else None
+
     def read(self) -> DeviceTelemetry:
         """Every reading amdsmi gives for this GPU now; unreadable ones are None."""
         h = self.handle
         mem = self._call("amdsmi_get_clock_info", h, self._clock_type("MEM"))
         power = self._call("amdsmi_get_power_info", h)
-        energy = self._call("amdsmi_get_energy_count", h)
         activity = self._call("amdsmi_get_gpu_activity", h)
         return DeviceTelemetry(
             sm_clock_mhz=self.sm_clock_mhz(),
@@ -240,7 +245,7 @@ class AmdsmiTelemetry(VendorLibrary):
             max_sm_clock_mhz=self.max_sm_clock_mhz,
             throttle_reasons=self.throttle_reasons(),
             power_w=parse_power_info(power) if power else None,
-            energy_j=parse_energy_count(energy) if energy else None,
+            energy_j=self.energy_j(),
             temperature_c=self.temperature_c(),
             utilization_pct=parse_activity(activity) if activity else None,
             processes=self.processes(),

@@ -195,6 +195,11 @@ class NvmlTelemetry(VendorLibrary):
                          "memory_bytes": int(memory) if memory is not None else None})
         return tuple(rows)
 
+    def energy_j(self) -> float | None:
+        """Total energy since the driver was loaded, in J (``nvmlDeviceGetTotalEnergyConsumption``,
+        mJ); None where the board does not report it. One call: read around a case's samples."""
+        return self._float(self._call("nvmlDeviceGetTotalEnergyConsumption", self.handle), 1e-3)
+
     def read(self) -> DeviceTelemetry:
         """Every reading NVML gives for this GPU now; unreadable ones are None."""
         nvml, h = self._nvml, self.handle
@@ -206,7 +211,7 @@ class NvmlTelemetry(VendorLibrary):
             max_sm_clock_mhz=self.max_sm_clock_mhz,
             throttle_reasons=self.clock_event_reasons(),
             power_w=self._float(self._call("nvmlDeviceGetPowerUsage", h), 1e-3),
-            energy_j=self._float(self._call("nvmlDeviceGetTotalEnergyConsumption", h), 1e-3),
+            energy_j=self.energy_j(),
             temperature_c=self._float(self._call("nvmlDeviceGetTemperature", h,
                                                  getattr(nvml, "NVML_TEMPERATURE_GPU", _NVML_TEMPERATURE_GPU))),
             utilization_pct=self._float(getattr(utilization, "gpu", None)),

@@ -34,6 +34,7 @@ from ..measure.clock import utc_now_iso
 from ..records import Run
 from .bottomline import bottom_line
 from .cases import evidence_of, find_ceilings
+from .energy import energy_section
 from .figures import CaseFigures
 
 _TRANSFER_MEDIAN_KEYS = ("bandwidth", "latency_s", "bus_bandwidth")
@@ -220,7 +221,7 @@ def build_profile(runs: Sequence[Run], paths: Sequence[str] | None = None) -> di
     hosts = [str(run.provenance.get("host")) for run in runs]
     ceilings = [_combine(name, found, len(runs), kind, hosts) for name, found in by_name.items()]
     # "version" before "kind": the order profile files have always had (and the golden files hold).
-    return {
+    profile: dict[str, Any] = {
         "version": PROFILE.version,
         "kind": PROFILE.kind,
         "created": utc_now_iso(),
@@ -234,6 +235,10 @@ def build_profile(runs: Sequence[Run], paths: Sequence[str] | None = None) -> di
         "curves": _merge_curves(curves_per_run),
         "caveats": profile_caveats,
     }
+    energy = energy_section(runs)
+    if energy is not None:  # only runs that measured energy: older profiles stay as they were
+        profile["energy"] = energy
+    return profile
 
 
 def load_profile(path: str | os.PathLike[str]) -> dict[str, Any]:

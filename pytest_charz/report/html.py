@@ -46,8 +46,9 @@ def _meta(profile: Mapping[str, Any]) -> str:
     return '<ul class="meta">' + "".join(f"<li>{item}</li>" for item in items) + "</ul>"
 
 
-def render_html(profile: Mapping[str, Any]) -> str:
-    """The profile as one HTML document with its plots inline (needs matplotlib: extra ``report``).
+def render_html(profile: Mapping[str, Any], bottlenecks: Mapping[str, Any] | None = None) -> str:
+    """The profile as one HTML document with its plots inline (needs matplotlib: extra ``report``);
+    with ``bottlenecks`` (a ``formats.BOTTLENECKS`` document), its section after the ceilings.
 
     The document refers to nothing outside itself: no scripts, stylesheets, fonts or images by URL.
     """
@@ -74,6 +75,10 @@ def render_html(profile: Mapping[str, Any]) -> str:
     if sources:
         parts.append("<h3>Spec figures</h3><ul>" + "".join(
             f"<li>{html.escape(name)}: {html.escape(source)}</li>" for name, source in sources) + "</ul>")
+    if bottlenecks is not None:
+        from .bottleneck_report import html_section
+
+        parts.append(html_section(bottlenecks))
     if plots:
         parts.append("<h2>Plots</h2>")
         for plot_title, svg in plots:

@@ -173,8 +173,9 @@ def bottom_line_rows(profile: Mapping[str, Any]) -> tuple[list[str], list[list[s
     return ["figure", "value", "% of spec", "evidence", "caveat"], rows
 
 
-def render_markdown(profile: Mapping[str, Any]) -> str:
-    """The whole profile as a Markdown document."""
+def render_markdown(profile: Mapping[str, Any], bottlenecks: Mapping[str, Any] | None = None) -> str:
+    """The whole profile as a Markdown document; with ``bottlenecks`` (a ``formats.BOTTLENECKS``
+    document of its runs), a section of what limits each case after the ceilings."""
     target = profile.get("target") or {}
     out = [f"# Capability profile: {target.get('name') or target.get('id')}", ""]
     headers, rows = bottom_line_rows(profile)
@@ -188,6 +189,10 @@ def render_markdown(profile: Mapping[str, Any]) -> str:
     sources = [(c["name"], c["spec_source"]) for c in profile.get("ceilings") or () if c.get("spec_source")]
     if sources:
         out += ["Spec figures:", "", *[f"- {name}: {source}" for name, source in sources], ""]
+    if bottlenecks is not None:
+        from .bottleneck_report import markdown_section
+
+        out += markdown_section(bottlenecks)
     curve_lines = _curve_tables(profile.get("curves") or {})
     if curve_lines:
         out += ["## Curves", "", *curve_lines]
