@@ -52,10 +52,28 @@ def _workload(args: argparse.Namespace) -> int:
     return workload_command(args)
 
 
+def _bottleneck(args: argparse.Namespace) -> int:
+    from .report.bottleneck_command import bottleneck_command
+
+    return bottleneck_command(args)
+
+
 def _export(args: argparse.Namespace) -> int:
     from .report.export_command import export_command
 
     return export_command(args)
+
+
+def _sim(args: argparse.Namespace) -> int:
+    from .report.sim_command import sim_command
+
+    return sim_command(args)
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from .report.sweep_command import sweep_command
+
+    return sweep_command(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -85,6 +103,12 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--models", default=None, help="comma-separated model names (default: all)")
     validate.add_argument("--calibrate-on", default=None,
                           help="glob of case ids used for calibration (the rest is held out)")
+    validate.add_argument("--sim", action="store_true",
+                          help="also score the simulator: the runs' workload cases end to end and per op, and "
+                               "the committed table of published GPU figures (validation-sim.json, .md)")
+    validate.add_argument("--sim-profile", default=None, metavar="PATH",
+                          help="with --sim: simulate the runs' target from this capability profile (sim:cpu "
+                               "from the host's own profile) instead of its spec")
     validate.set_defaults(func=_validate)
 
     calibrate = sub.add_parser("calibrate", help="fit a model's efficiency and error bands on run files")
@@ -109,6 +133,12 @@ def build_parser() -> argparse.ArgumentParser:
                              ".cases.parquet)")
     export.set_defaults(func=_export)
 
+    from .report.bottleneck_command import add_bottleneck_options
+
+    bottleneck = sub.add_parser("bottleneck", help="what limits each case (and each workload op), with the evidence")
+    add_bottleneck_options(bottleneck)
+    bottleneck.set_defaults(func=_bottleneck)
+
     from .report.workload_command import add_graph_options
 
     workload = sub.add_parser("workload", help="AI models as op graphs: list them, show one, predict one")
@@ -125,6 +155,21 @@ def build_parser() -> argparse.ArgumentParser:
                          help="host time to dispatch one op, in us (default: the profile's launch figure "
                               "or a PyTorch-eager constant)")
     workload.set_defaults(func=_workload)
+
+    from .report.sim_command import add_sim_options
+
+    sim = sub.add_parser("sim", help="a workload simulated on a target: latency, energy, bottleneck, trace")
+    add_graph_options(sim)
+    add_sim_options(sim)
+    sim.set_defaults(func=_sim)
+
+    from .report.sweep_command import add_sweep_options
+
+    sweep = sub.add_parser("sweep", help="what-if: a workload simulated over architecture parameters "
+                                         "(table, Pareto front of latency against energy, sensitivity)")
+    add_graph_options(sweep)
+    add_sweep_options(sweep)
+    sweep.set_defaults(func=_sweep)
     return parser
 
 

@@ -77,15 +77,20 @@ class CaseContext:
         elif getattr(device, "backend", None) != self.device.backend:
             raise UsageError(f"{self._node.nodeid}: measure(device=...) must wrap the bound {self.device.backend} "
                              f"device, got a {getattr(device, 'backend', type(device).__name__)!r} one")
+        from .evidence.session import case_evidence
+
+        evidence = case_evidence(self._session.config, self.device)
+        counted = evidence.wrap(device, cold=sampler_settings.mode == "cold")
         with self._session.device_lock():
             before = conditions.host_snapshot(device.telemetry())
-            measurement = sample(device, fn, sampler_settings, work=work)
+            measurement = sample(counted, fn, sampler_settings, work=work)
             after = conditions.host_snapshot(device.telemetry())
+        counters, energy = evidence.finish(counted)
         case = case_record(self._node, name, work, sampler_settings, measurement, before, after, self.target)
         judge = self._session.judge()
         prediction = judge.predict(work)
         verdict = judge.judge(case, prediction, verdict_settings.get("threshold"), verdict_settings.get("strict"))
-        case = replace(case.judged(prediction, verdict), ops=ops)
+        case = replace(case.judged(prediction, verdict), ops=ops, counters=counters, energy=energy)
         self._session.record(case)
         self.results.append(case)
         # Before a failing verdict stops the test, so a failed case carries its figures too.
@@ -124,6 +129,11 @@ def case_record(node: pytest.Item, label: str, work: "Work", settings: "SamplerS
     from .work import achieved_rates
 
     interval = conditions.compare(before, after)
+    if spec.identity.backend == "sim":
+        # A simulated time is computed, not measured on this host: the host's load, steal and
+        # clock are recorded but flag nothing, so they neither explain a change nor keep a
+        # reference from being saved.
+        interval = replace(interval, flags=())
     rates = achieved_rates(work, measurement.median_s or 0.0)
     peak_fraction: dict[str, float] = {}
     for dtype, rate in rates["flop_per_s"].items():

@@ -190,6 +190,12 @@ def version_causes(provenance: Mapping[str, Any], reference_provenance: Mapping[
     return causes
 
 
+def _simulated(provenance: Mapping[str, Any]) -> bool:
+    """Whether the provenance is of a run on a simulated device (``--target=sim:...``)."""
+    device = provenance.get("device")
+    return isinstance(device, Mapping) and device.get("backend") == "sim"
+
+
 def find_cause(interval: Mapping[str, Any], reference_conditions: Mapping[str, Any] | None,
                provenance: Mapping[str, Any], reference_provenance: Mapping[str, Any] | None,
                ratio: float | None = None, threshold: float = 0.0) -> str | None:
@@ -206,7 +212,15 @@ def find_cause(interval: Mapping[str, Any], reference_conditions: Mapping[str, A
     change: in its direction (load makes runs slower, never faster) and, where its size is known
     (steal fraction, clock change), no bigger than that size plus ``threshold``: a 3% clock
     drop does not explain a run 20% slower. Version changes are never bounded.
+
+    On a simulated device (``provenance["device"]["backend"] == "sim"``) nothing recorded is a
+    cause: the simulated time is a function of the work and the simulator.
     """
+    if _simulated(provenance):
+        # The simulator's time depends on its inputs and its code only: neither the host's
+        # conditions nor its software versions can explain a change, and the simulator's own
+        # code is what the references gate (like suite commits, it is never a cause).
+        return None
     causes = _interval_causes(interval)
     if reference_conditions is not None:
         causes += _reference_condition_causes(conditions_summary(interval), reference_conditions)

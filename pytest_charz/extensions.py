@@ -2,7 +2,7 @@
 session's backends and models, asked once per session and kept in ``config.stash``."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pytest
 
@@ -55,3 +55,23 @@ def unregister_models(config: pytest.Config) -> None:
     for name, factory in added:
         if MODELS.get(name) is factory:
             del MODELS[name]
+
+
+class SimBackendHook:
+    """Registers the ``sim`` backend with this session's ``--charz-sim-profile`` (read and
+    checked once) and ``--charz-sim-param`` settings; the simulator is imported only when a
+    ``sim:`` target is bound."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.param_settings = list(config.getoption("charz_sim_params") or [])
+        self.profile_path = config.getoption("charz_sim_profile")
+        self.profile = None
+        if self.profile_path:
+            from .formats import PROFILE
+
+            self.profile = PROFILE.load(self.profile_path)
+
+    def pytest_charz_backends(self, register: "Callable[[Any], None]") -> None:
+        from .sim.backend import SimBackend, parse_param_settings
+
+        register(SimBackend(self.profile, self.profile_path or "", parse_param_settings(self.param_settings)))

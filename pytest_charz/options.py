@@ -24,6 +24,16 @@ def add_measure_options(addoption: AddOption) -> None:
               help="a short run for smoke tests and CI: small budgets, fewer samples, quick parameter sets")
     addoption("--charz-seed", dest="charz_seed", default=0, type=int, metavar="N",
               help="seed of the random inputs of every case (default 0)")
+    addoption("--charz-counters", dest="charz_counters", default="auto", choices=("auto", "off"),
+              help="profiler counters of each case's timed samples (Linux perf events on CPUs, CUPTI on NVIDIA "
+                   "GPUs): auto counts what this machine exposes and records why the rest is missing; off "
+                   "records none (default auto). Energy is measured either way where a counter exists")
+    addoption("--charz-sim-profile", dest="charz_sim_profile", default=None, metavar="PATH",
+              help="with --target=sim:NAME: simulate the machine a measured capability profile describes "
+                   "(e.g. --target=sim:cpu with this host's profile) instead of the catalogue's figures")
+    addoption("--charz-sim-param", dest="charz_sim_params", action="append", default=[], metavar="NAME=VALUE",
+              help="with --target=sim:NAME: change a machine parameter of the simulation (repeatable; "
+                   "e.g. memory_bandwidth=3.0e12; the names are those of charz sweep)")
 
 
 DEFAULT_THRESHOLD = 0.05

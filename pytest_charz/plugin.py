@@ -68,6 +68,15 @@ def pytest_configure(config: pytest.Config) -> None:
         register_models(config)
     except CharzError as exc:
         raise pytest.UsageError(f"pytest_charz_models: {exc}") from None
+    import importlib.util
+
+    if importlib.util.find_spec("pytest_charz.sim") is not None:
+        from .extensions import SimBackendHook
+
+        try:
+            config.pluginmanager.register(SimBackendHook(config), "charz-sim")
+        except CharzError as exc:
+            raise pytest.UsageError(f"--charz-sim-profile: {exc}") from None
     # Fail before collection: an unknown or absent target, a profile that cannot be read, or a
     # run file that cannot be written, is a usage error (exit code 4), not a test failure.
     if config.getoption("charz_target") or config.getoption("charz_out") or config.getoption("charz_profile"):

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from _sizes import count_for_duration, not_this_backend, plan_for
+from _sizes import count_for_duration, not_this_backend, plan_for, simulated_call
 from pytest_charz import Work
 
 #: FMA calls last about this long: OpenMP fork/join and launch costs stay far below 1%.
@@ -82,6 +82,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         else:
             cases = not_this_backend(f"a GPU GEMM; the bound device is {plan.backend}")
         metafunc.parametrize("gpu_gemm", cases)
+    if "sim_gemm" in names:
+        if plan.backend == "sim":
+            cases = [pytest.param((dtype, n), id=f"{dtype}-{n}", marks=[pytest.mark.charz_slow] if slow else [])
+                     for dtype in GPU_GEMM_DTYPES for n, slow in GPU_GEMM_SIZES]
+        else:
+            cases = not_this_backend(f"the GEMM cases of a simulated device; the bound device is {plan.backend}")
+        metafunc.parametrize("sim_gemm", cases)
 
 
 # ---------------------------------------------------------------- FMA peak, CPU
@@ -344,10 +351,23 @@ def test_gemm_gpu(charz: Any, device: Any, gpu_torch: Any, torch_device: Any, gp
             excess = gpu_gemm_excess(torch, a, b, output(), rows, dtype)
         device.synchronize()
         assert excess <= 0.0, f"{dtype} GEMM row check failed: error exceeds the bound by {excess:.3g}"
-        itemsize = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}[dtype]
-        out_itemsize = 2 if dtype == "fp8" else itemsize
-        work = Work(flops=2.0 * n**3, bytes=2.0 * n * n * itemsize + n * n * out_itemsize, dtype=dtype,
-                    launches=1, op="gemm", shape={"m": n, "n": n, "k": n, "library": "torch"})
-        charz.measure(product, work=work)
+        charz.measure(product, work=gpu_gemm_work(dtype, n))
     finally:
         matmul_flags.allow_tf32 = tf32_before
+
+
+def gpu_gemm_work(dtype: str, n: int) -> Work:
+    """One ``n``-cubed GEMM of ``dtype`` on a GPU: A and B read once, C written once (bf16 for fp8)."""
+    itemsize = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}[dtype]
+    out_itemsize = 2 if dtype == "fp8" else itemsize
+    return Work(flops=2.0 * n**3, bytes=2.0 * n * n * itemsize + n * n * out_itemsize, dtype=dtype,
+                launches=1, op="gemm", shape={"m": n, "n": n, "k": n, "library": "torch"})
+
+
+@pytest.mark.charz(noise=0.02, max_time=1.0, quick={"max_time": 0.15})
+def test_gemm_sim(charz: Any, target: Any, sim_gemm: tuple[str, int]) -> None:
+    """The GPU GEMM cases on a simulated device: the same Work, timed by the simulator."""
+    dtype, n = sim_gemm
+    if target.peak(dtype) is None:
+        pytest.skip(f"{target.identity.name} states no {dtype} peak")
+    charz.measure(simulated_call, work=gpu_gemm_work(dtype, n))

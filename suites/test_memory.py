@@ -50,7 +50,8 @@ import numpy as np
 import pytest
 
 from _sizes import (MIB, QUICK_MAX_BYTES, beyond_llc_bytes, count_for_duration, format_bytes_id, geometric_sizes, in_quick_sweep,
-                    memory_level, not_this_backend, plan_for, size_params, stream_array_bytes, sweep_sizes)
+                    memory_level, not_this_backend, plan_for, simulated_call, size_params, stream_array_bytes,
+                    sweep_sizes)
 from pytest_charz import Work
 
 STREAM_KERNELS = ("copy", "scale", "add", "triad")
@@ -121,6 +122,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "gpu_stream_kernel" in names:
         cases = [pytest.param(k, id=k) for k in STREAM_KERNELS] if plan.backend == "cuda" else cuda_only
         metafunc.parametrize("gpu_stream_kernel", cases)
+    if "sim_stream_kernel" in names:
+        cases = ([pytest.param(k, id=k) for k in STREAM_KERNELS] if plan.backend == "sim" else
+                 not_this_backend(f"the STREAM cases of a simulated device; the bound device is {plan.backend}"))
+        metafunc.parametrize("sim_stream_kernel", cases)
     if "gpu_copy_bytes" in names:
         if plan.backend == "cuda":
             sizes = geometric_sizes(1 * MIB, beyond_llc_bytes(plan), 1)
@@ -371,6 +376,23 @@ def test_stream_gpu(charz: Any, device: Any, size_plan: Any, gpu_kernels: Any, g
                                     "working_set_bytes": working_set, "array_bytes": array_bytes,
                                     "llc_multiple": round(working_set / llc, 3) if llc else 0.0})
     charz.measure(lambda: gpu_kernels.stream(kernel, a, b, c, scalar=STREAM_SCALAR, blocks=blocks), work=work)
+
+
+@pytest.mark.charz(noise=0.01, max_time=1.0, quick={"max_time": 0.15})
+def test_stream_sim(charz: Any, size_plan: Any, sim_stream_kernel: str) -> None:
+    """The device STREAM cases on a simulated device: the Work of ``test_stream_gpu`` (arrays past
+    4x the LLC), timed by the simulator; no array is allocated."""
+    from pytest_charz.kernels.gpu import stream_bytes
+
+    kernel = sim_stream_kernel
+    array_bytes = stream_array_bytes(size_plan)
+    n = array_bytes // 8
+    working_set = STREAM_ARRAYS[kernel] * array_bytes
+    llc = size_plan.llc_bytes
+    work = Work(bytes={memory_level(size_plan, working_set): float(stream_bytes(kernel, n))}, launches=1,
+                op="stream", shape={"kernel": kernel, "working_set_bytes": working_set, "array_bytes": array_bytes,
+                                    "llc_multiple": round(working_set / llc, 3) if llc else 0.0})
+    charz.measure(simulated_call, work=work)
 
 
 @pytest.mark.charz(noise=0.02, max_time=0.5, quick={"max_time": 0.15})

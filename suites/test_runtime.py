@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from _sizes import not_this_backend, plan_for
+from _sizes import not_this_backend, plan_for, simulated_call
 from pytest_charz import Work
 
 FORK_JOIN_REGIONS = 1000
@@ -30,6 +30,9 @@ LAUNCHES_PER_CALL = 100
 GRAPH_KERNELS = 100
 DISPATCH_KINDS = ("numpy-add", "torch-add")
 GPU_LAUNCH_KINDS = ("empty-kernel", "empty-kernel-sync", "graph-empty-kernel", "graph-torch-add", "torch-add")
+#: The GPU launch cases whose Work a simulated device can time (a graph replay's Work is that
+#: of its kernels launched one by one, which the simulator does not tell apart).
+SIM_LAUNCH_KINDS = ("empty-kernel", "empty-kernel-sync", "torch-add")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -42,6 +45,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         cases = ([pytest.param(kind, id=kind) for kind in GPU_LAUNCH_KINDS] if plan.backend in ("cuda", "rocm")
                  else not_this_backend(f"GPU kernel launches; the bound device is {plan.backend}"))
         metafunc.parametrize("launch_kind", cases)
+    if "sim_launch_kind" in metafunc.fixturenames:
+        cases = ([pytest.param(kind, id=kind) for kind in SIM_LAUNCH_KINDS] if plan.backend == "sim"
+                 else not_this_backend(f"the launch cases of a simulated device; the bound device is {plan.backend}"))
+        metafunc.parametrize("sim_launch_kind", cases)
 
 
 # ---------------------------------------------------------------- CPU
@@ -176,3 +183,12 @@ def test_launch_gpu(charz: Any, device: Any, gpu_torch: Any, torch_device: Any, 
         device.synchronize()          # the launches complete without error before timing
     work = Work(launches=launches, op=op, shape={"kind": launch_kind, "kernels_per_call": launches})
     charz.measure(run, work=work)
+
+
+@pytest.mark.charz(noise=0.02, max_time=0.5, quick={"max_time": 0.15})
+def test_launch_sim(charz: Any, sim_launch_kind: str) -> None:
+    """The GPU launch cases on a simulated device: the Work of ``test_launch_gpu``."""
+    launches, op = {"empty-kernel": (LAUNCHES_PER_CALL, "launch"), "empty-kernel-sync": (1, "launch"),
+                    "torch-add": (1, "dispatch")}[sim_launch_kind]
+    work = Work(launches=launches, op=op, shape={"kind": sim_launch_kind, "kernels_per_call": launches})
+    charz.measure(simulated_call, work=work)

@@ -57,10 +57,16 @@ TOLERANCE = {"fp32": 1e-4, "bf16": 5e-2}
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    cases = [pytest.param((name, phase), id=f"{name}-{phase}", marks=[pytest.mark.charz_slow] if slow else [])
+             for name, phase, slow in CASES]
     if "workload" in metafunc.fixturenames:
-        metafunc.parametrize("workload", [
-            pytest.param((name, phase), id=f"{name}-{phase}", marks=[pytest.mark.charz_slow] if slow else [])
-            for name, phase, slow in CASES])
+        metafunc.parametrize("workload", cases)
+    if "sim_workload" in metafunc.fixturenames:
+        from _sizes import not_this_backend, plan_for
+
+        backend = plan_for(metafunc.config).backend
+        metafunc.parametrize("sim_workload", cases if backend == "sim" else not_this_backend(
+            f"the workload cases of a simulated device; the bound device is {backend} (see test_workload)"))
 
 
 @pytest.fixture(scope="module")
@@ -187,6 +193,8 @@ def test_workload(charz: Any, device: Any, transformers_torch: Any, workload: tu
     from pytest_charz.workloads.model_configs import instantiate, load_config
 
     name, phase = workload
+    if device.backend == "sim":
+        pytest.skip("a simulated device runs test_workload_sim, which times the op graph without a model")
     config = load_config(name)
     on_cpu = device.backend == "cpu"
     slow_gpu_case = not on_cpu and any(slow for n, p, slow in CASES if (n, p) == workload)
@@ -261,3 +269,25 @@ def test_workload(charz: Any, device: Any, transformers_torch: Any, workload: tu
         timed = [OpTiming(op.name, op.op_class, op.source, op_times[op.name], op.work)
                  for op in graph.ops if op.name in op_times]
         charz.measure(run, work=work, name="end-to-end", ops=timed)
+
+
+@pytest.mark.charz(noise=0.03, max_time=2.0, quick={"max_time": 0.5})
+def test_workload_sim(charz: Any, sim_workload: tuple[str, str]) -> None:
+    """The workload cases on a simulated device: the analytical graph of the published config at
+    the GPU size of ``test_workload`` (two layers, all layers for the slow cases), timed op by op
+    by the simulator (host dispatch, streams, memory shared by concurrent work)."""
+    from _sizes import simulated_call
+
+    from pytest_charz.sim.backend import GraphCall
+    from pytest_charz.workloads.builders import build
+    from pytest_charz.workloads.model_configs import load_config
+
+    name, phase = sim_workload
+    config = load_config(name)
+    slow = any(slow for n, p, slow in CASES if (n, p) == sim_workload)
+    layers = None if slow else SMALL_LAYERS
+    tokens = {} if config.family == "vit" else ({"context": GPU_SEQ} if phase == "decode" else {"seq": GPU_SEQ})
+    graph = build(config, phase, batch=1, num_layers=layers, **tokens)
+    shape = {"model": name, "phase": phase, "batch": 1, "seq": GPU_SEQ, "dtype": config.default_dtype,
+             "layers": layers or 0, "ops": len(graph), "builder": "fused"}
+    charz.measure(GraphCall(simulated_call, graph), work=_graph_work(graph, shape), name="end-to-end")

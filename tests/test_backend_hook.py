@@ -117,7 +117,7 @@ def test_a_registered_backend_binds_its_prefix_and_times_the_case_work(toy: pyte
 def test_an_unknown_prefix_is_a_usage_error_naming_the_known_backends(toy: pytest.Pytester) -> None:
     result = toy.runpytest("--target=nosuch:thing", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*no backend 'nosuch' is registered; known backends: cpu, cuda, rocm, toy*"])
+    result.stderr.fnmatch_lines(["*no backend 'nosuch' is registered; known backends: cpu, cuda, rocm, sim, toy*"])
 
 
 @pytest.mark.skipif(importlib.util.find_spec("pytest_charz.sim") is not None,

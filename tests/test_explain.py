@@ -131,3 +131,14 @@ def test_a_case_s_own_child_processes_are_not_other_load():
     finally:
         child.kill()
         child.wait()
+
+
+def test_nothing_recorded_explains_a_change_on_a_simulated_device() -> None:
+    # The same disturbances and version changes that explain a physical device's drift.
+    interval = {**CLEAN, "flags": ["other-load", "steal"], "other_cpu_s_per_s": 1.9, "steal_fraction": 0.2}
+    then = provenance_summary(run_provenance())
+    now = run_provenance(numpy="2.1.0")
+    now["os"] = {"release": "6.11.0-9-generic"}
+    assert find_cause(interval, conditions_summary(CLEAN), now, then, ratio=1.1, threshold=0.05) is not None
+    now["device"] = {"backend": "sim", "name": "NVIDIA H100 SXM5 80GB (simulated)", "versions": {}}
+    assert find_cause(interval, conditions_summary(CLEAN), now, then, ratio=1.1, threshold=0.05) is None

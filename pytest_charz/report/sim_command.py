@@ -1,0 +1,107 @@
+"""``charz sim NAME --target T [--phase ... --tp N] [--trace out.json] [--set name=value]``:
+a workload graph simulated on a target, its latency, throughput, energy and bottleneck.
+
+The graph comes from the same options as ``charz workload`` (:func:`.workload_command.graph_from_args`),
+the machine from the catalogue (or ``--profile``), what-if figures from ``--set`` (the names of
+``pytest_charz.sim.PARAMETERS``). ``--trace`` writes Chrome trace-event JSON for Perfetto.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+from ..errors import UsageError
+from ..units import format_bandwidth, format_time
+from .workload_command import graph_from_args
+
+
+def add_sim_options(parser: Any) -> None:
+    """The options of ``charz sim`` beyond the graph's (:func:`.workload_command.add_graph_options`)."""
+    parser.add_argument("--target", required=True, help="target id or alias (charz targets)")
+    parser.add_argument("--profile", default=None, help="capability profile JSON of the target (measured figures)")
+    parser.add_argument("--trace", default=None, help="write the timeline as Chrome trace-event JSON (Perfetto)")
+    parser.add_argument("--graph-replay", action="store_true", help="replay the ops as one captured graph")
+    parser.add_argument("--queue-depth", type=int, default=None, help="launches the host may run ahead by")
+    parser.add_argument("--host-dispatch-us", type=float, default=None, help="host time per op, in us")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="what-if machine parameter (repeatable), e.g. memory_bandwidth=4.8e12")
+
+
+def parse_settings(pairs: list[str]) -> dict[str, float]:
+    """``["name=value", ...]`` as a mapping of floats; UsageError naming a malformed pair."""
+    values: dict[str, float] = {}
+    for pair in pairs:
+        name, sep, raw = pair.partition("=")
+        try:
+            if not sep:
+                raise ValueError
+            values[name.strip()] = float(raw)
+        except ValueError:
+            raise UsageError(f"--set takes NAME=NUMBER, got {pair!r}") from None
+    return values
+
+
+def machine_from_args(args: Any) -> Any:
+    from ..formats import PROFILE
+    from ..sim import Machine
+    from ..targets.catalogue import resolve
+
+    spec = resolve(args.target)
+    machine = Machine.from_profile(PROFILE.load(args.profile), spec) if args.profile else Machine.from_spec(spec)
+    return machine.with_params(parse_settings(args.set))
+
+
+def result_lines(result: Any) -> list[str]:
+    """What ``charz sim`` prints for a :class:`~pytest_charz.sim.SimResult`."""
+    params = ", ".join(f"{k}={result.params[k]}" for k in ("batch", "seq", "context", "tp", "dtype")
+                       if k in result.params)
+    lines = [f"{result.workload} {result.phase} ({params}) simulated on {result.target}"]
+    throughput = f", {result.tokens_per_s:.4g} tokens/s" if result.tokens_per_s is not None else ""
+    lines.append(f"latency: {format_time(result.latency_s)}{throughput}")
+    if result.energy_j == result.energy_j:
+        per_token = f", {result.joules_per_token:.3g} J/token" if result.joules_per_token is not None else ""
+        lines.append(f"energy: {result.energy_j:.4g} J over {result.devices} device(s), average "
+                     f"{result.average_power_w:.4g} W{per_token} (clock {result.clock_mhz:.4g} MHz)")
+    else:
+        lines.append("energy: unknown (no power figures for this target)")
+    busy = result.bottleneck_detail.busy_s
+    lines.append(f"bottleneck: {result.bottleneck} (busy {format_time(busy.get(result.bottleneck, 0.0))}, "
+                 f"{100 * result.utilization.get(result.bottleneck, 0.0):.1f}% of the time)")
+    lines.append("utilization: " + ", ".join(f"{name} {100 * value:.1f}%" for name, value
+                                             in sorted(result.utilization.items(), key=lambda item: -item[1])
+                                             if value > 0.0005))
+    path = result.bottleneck_detail.critical_path_s
+    lines.append(f"critical path ({result.bottleneck_detail.critical_path_ops} ops): "
+                 + ", ".join(f"{name} {format_time(seconds)}" for name, seconds in list(path.items())[:5]))
+    lines.extend(result.notes)
+    return lines
+
+
+def sim_command(args: Any, emit: Callable[[str], None] = print) -> int:
+    """Simulate the graph ``args`` ask for; print the summary (or JSON with ``--json``) and
+    write the trace when ``--trace`` is given. Exit status 0."""
+    from ..formats import atomic_write_json
+    from ..sim import SimOptions, simulate_graph
+    from ..sim.defaults import LAUNCH_QUEUE_DEPTH
+
+    graph = graph_from_args(args)
+    machine = machine_from_args(args)
+    if args.host_dispatch_us is not None and args.host_dispatch_us < 0:
+        raise UsageError(f"--host-dispatch-us must be >= 0, got {args.host_dispatch_us}")
+    options = SimOptions(graph_replay=args.graph_replay,
+                         launch_queue_depth=args.queue_depth if args.queue_depth is not None else LAUNCH_QUEUE_DEPTH,
+                         trace=args.trace is not None,
+                         host_dispatch_s=None if args.host_dispatch_us is None else args.host_dispatch_us * 1e-6)
+    result = simulate_graph(graph, machine, options)
+    if args.trace:
+        atomic_write_json(args.trace, {"kind": "charz-sim-trace", "version": 1, "displayTimeUnit": "ns",
+                                       "traceEvents": result.trace_events()})
+    if args.json:
+        emit(json.dumps({**result.to_json(), "ops": []} if not args.all_ops else result.to_json(), indent=1))
+        return 0
+    for line in result_lines(result):
+        emit(line)
+    if args.trace:
+        dram = machine.param("memory_bandwidth")
+        emit(f"trace: {args.trace} ({len(result.ops)} ops; DRAM {format_bandwidth(dram)})")
+    return 0
