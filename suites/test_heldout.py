@@ -138,6 +138,8 @@ def build(torch: Any, name: str, rng: np.random.Generator) -> tuple[list[Step], 
         x = t(64)
         steps: list[Step] = []
         for i in range(24):
+            # y = x + 1 and y = x * 0.5 take a Python scalar operand (PyTorch wraps it per call)
+            scalar = {"scalar_operand": 1} if i % 3 != 2 else {}
             if i % 3 == 0:   # y = x + 1: read x, write y; 1 FLOP per element
                 op_fn: Callable[[Any], Any] = lambda v: v + 1.0  # noqa: E731
                 flops, moved = 64, 2 * 64 * FP32
@@ -146,7 +148,7 @@ def build(torch: Any, name: str, rng: np.random.Generator) -> tuple[list[Step], 
             else:            # y = relu(x): a compare per element
                 op_fn, flops, moved = torch.relu, 64, 2 * 64 * FP32
             steps.append((f"op{i}", "elementwise", (lambda f=op_fn: f(x)),
-                          _w(name, "elementwise", flops, moved, elements=64)))
+                          _w(name, "elementwise", flops, moved, elements=64, **scalar)))
 
         def chain(v: Any) -> Any:
             for i in range(24):

@@ -212,6 +212,10 @@ def dispatch_terms(work: Work, ceilings: Ceilings, costs: OpCosts) -> dict[str, 
     if ceilings.kind == "cpu" and op_class_of(work) != "wakeup":
         framework = framework_of(work)
         seconds = costs.dispatch(framework)
+        if seconds is None and framework.endswith("-scalar"):
+            # no scalar-operand figure measured: the framework's own dispatch, a lower bound
+            framework = framework.removesuffix("-scalar")
+            seconds = costs.dispatch(framework)
         if seconds is None:
             seconds = ceilings.launch_overhead()
         if seconds is None:

@@ -26,7 +26,9 @@ from ..targets.spec import Figure
 from ..work import DTYPES, Work
 
 OP_COSTS_VERSION = 1
-FRAMEWORKS = ("torch", "numpy")
+#: Frameworks whose per-op host dispatch is measured; ``torch-scalar`` is a PyTorch op with a
+#: Python scalar operand (``shape["scalar_operand"]``), which wraps the scalar on every call.
+FRAMEWORKS = ("torch", "numpy", "torch-scalar")
 
 #: Work.op names (IR classes, suite ops, common aliases) -> the op class models key on.
 CLASS_OF_OP: Mapping[str, str] = {
@@ -72,13 +74,22 @@ def work_dtype(work: Work) -> str:
 def framework_of(work: Work) -> str:
     """The framework whose dispatch a work pays: ``shape["framework"]`` (``torch``, ``numpy``),
     else ``shape["library"]`` when one of those, else the framework a ``shape["kind"]`` starts
-    with (the runtime suite's ``numpy-add``), else ``torch`` (the workload IR is PyTorch's)."""
+    with (the runtime suite's ``numpy-add``), else ``torch`` (the workload IR is PyTorch's); with
+    ``shape["scalar_operand"]`` true, that framework's scalar-operand variant (``torch-scalar``)."""
+    found = "torch"
     for key in ("framework", "library"):
         value = work.shape.get(key)
         if value in FRAMEWORKS:
-            return str(value)
-    kind = str(work.shape.get("kind", ""))
-    return next((name for name in FRAMEWORKS if kind.startswith(f"{name}-")), "torch")
+            found = str(value)
+            break
+    else:
+        kind = str(work.shape.get("kind", ""))
+        # the longest name first: torch-scalar-add is a torch-scalar op, not a torch one
+        found = next((name for name in sorted(FRAMEWORKS, key=len, reverse=True) if kind.startswith(f"{name}-")),
+                     "torch")
+    if work.shape.get("scalar_operand") and f"{found}-scalar" in FRAMEWORKS:
+        return f"{found}-scalar"
+    return found
 
 
 def _check_figures(name: str, figures: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Figure]:

@@ -32,7 +32,7 @@ KNOWN_OPS = ("fma", "gemm", "stream", "read", "chase", "copy", "transfer", "laun
              "contention", "probe")
 _IDLE_REASONS = ("gpu_idle", "idle")
 #: Frameworks whose host dispatch the runtime suite measures (``models.opclass_costs.FRAMEWORKS``).
-DISPATCH_FRAMEWORKS = ("numpy", "torch")
+DISPATCH_FRAMEWORKS = ("numpy", "torch", "torch-scalar")
 
 
 # -- evidence -------------------------------------------------------------------------------------
@@ -239,17 +239,19 @@ def _overheads(cases: list[Case]) -> tuple[list[CaseFigures], dict[str, Any]]:
         best, case = min(timed, key=lambda item: item[0])
         figures.append(CaseFigures(op, best, "s", [c for _, c in timed], case.id,
                                    notes=["fastest variant" if len(timed) > 1 else "one variant"]))
-    # Per framework (the kind's prefix: numpy-add, torch-add): what one op of that framework costs
-    # its host, which is what a prediction of that framework's ops needs (not the fastest of all).
+    # Per framework (the kind without its op: numpy-add, torch-add, torch-scalar-add with a Python
+    # scalar operand): what one op of that framework costs its host, which is what a prediction of
+    # that framework's ops needs (not the fastest of all).
     frameworks: dict[str, list[tuple[float, Case]]] = {}
     for per_op, case in by_op.get("dispatch", []):
-        framework = str(shape(case).get("kind", "")).split("-")[0]
+        framework = str(shape(case).get("kind", "")).rsplit("-", 1)[0]
         if framework in DISPATCH_FRAMEWORKS:
             frameworks.setdefault(framework, []).append((per_op, case))
     for framework, timed in sorted(frameworks.items()):
         best, case = min(timed, key=lambda item: item[0])
         figures.append(CaseFigures(f"dispatch:{framework}", best, "s", [c for _, c in timed], case.id,
-                                   notes=[f"one {framework} op on a one-element operand"]))
+                                   notes=[f"one {framework} op on a one-element operand"
+                                          + (" and a Python scalar" if framework.endswith("-scalar") else "")]))
     points = [{"case": c.id, "op": op, "kind": shape(c).get("kind"), "time_s": t}
               for op, timed in by_op.items() for t, c in timed]
     return figures, {"points": points}
