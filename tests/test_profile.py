@@ -483,3 +483,15 @@ def test_a_document_of_another_kind_is_not_a_profile(tmp_path):
         load_profile(str(path))
     with pytest.raises(FormatError, match="not a charz profile"):
         Ceilings.from_profile(other)
+
+
+def test_op_class_cases_beside_the_sweeps_do_not_shape_the_memory_curves() -> None:
+    # The op-class suite's copies (Tensor.clone over element counts) are `copy` cases without a
+    # working set: a run with only those beside the read sweeps once crashed the copy curve.
+    cases = [*synthetic_cases(),
+             make_case("test_opclass_cpu[copy-1024]", "copy", 2e-6, bytes_={"l1": 8192},
+                       launches=1, shape={"elements": 1024, "framework": "torch"})]
+    built = build_profile([make_run(cases)], ["runs/one.json"])
+    names = {c["name"] for c in built["ceilings"]}
+    assert {"bandwidth:l1", "capacity:l2"} <= names
+    assert "copy" not in built.get("curves", {})

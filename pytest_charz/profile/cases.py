@@ -286,9 +286,11 @@ def _memory_levels(by_op: dict[str, list[Case]], spec: SpecView, curves: dict[st
     capacities: dict[str, CaseFigures] = {}
     bandwidth_curve = latency_curve = None
     for op, key in (("read", "bandwidth"), ("copy", "copy")):
-        if not by_op.get(op):
+        # only sweeps over working sets shape a curve: a copy of the op-class suite has none
+        swept = [c for c in by_op.get(op, ()) if working_set(c)]
+        if not swept:
             continue
-        group, threads = bandwidth_group([c for c in by_op[op] if working_set(c)])
+        group, threads = bandwidth_group(swept)
         note = "" if op == "read" else " (copy cases)"
         found, caps, curve = levels(group, bytes_per_s, "bandwidth", "B/s", "bandwidth_bytes_per_s", 1.0, spec, note,
                                     threads)
