@@ -26,7 +26,8 @@ from typing import Any, Mapping, Sequence
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-CALIBRATION_SUITES = ["suites/test_opclasses.py", "suites/test_runtime.py::test_dispatch_cpu"]
+CALIBRATION_SUITES = ["suites/test_opclasses.py", "suites/test_runtime.py::test_dispatch_cpu",
+                      "suites/test_runtime.py::test_module_dispatch_cpu"]
 HELDOUT_SUITES = ["suites/test_heldout.py"]
 #: The acceptance of the op-class models (issue 14): median |error| <= 15%, 90% of ops within 2x,
 #: 90% intervals covering 80-95% of held-out cases.

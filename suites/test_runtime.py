@@ -87,6 +87,60 @@ def test_dispatch_cpu(charz: Any, device: Any, dispatch_kind: str) -> None:
     charz.measure(run, work=work)
 
 
+#: Two pre-norm transformer blocks of width 64 on 4 tokens, written as model code is (nn.Module
+#: calls, views and permutes between the ops): their compute is a few microseconds, so the time
+#: per op is what eager module code costs its host beyond the bare dispatch of ``torch-add``.
+MODULE_BLOCKS, MODULE_WIDTH, MODULE_TOKENS, MODULE_HEADS = 2, 64, 4, 4
+
+
+def _module_stack(torch: Any) -> Any:
+    nn, functional = torch.nn, torch.nn.functional
+
+    class Block(nn.Module):
+        def __init__(self, d: int, heads: int) -> None:
+            super().__init__()
+            self.heads = heads
+            self.norm, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.up, self.down, self.act = nn.Linear(d, 4 * d), nn.Linear(4 * d, d), nn.SiLU()
+
+        def forward(self, x: Any) -> Any:
+            b, t, d = x.shape
+            q, k, v = self.qkv(self.norm(x)).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+            a = functional.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, d)
+            x = x + self.out(a)
+            return x + self.down(self.act(self.up(self.norm2(x))))
+
+    return nn.Sequential(*(Block(MODULE_WIDTH, MODULE_HEADS) for _ in range(MODULE_BLOCKS))).eval()
+
+
+@pytest.mark.charz(noise=0.02, max_time=0.5, quick={"max_time": 0.12})
+def test_module_dispatch_cpu(charz: Any, device: Any) -> None:
+    """Host time per op of eager model code: the ops a capture of the module records (views
+    folded away, as in a workload graph), timed together; ``dispatch:torch-module`` in the profile."""
+    if device.backend != "cpu":
+        pytest.skip(f"eager module code on the host; the bound device is {device.backend}")
+    torch = pytest.importorskip("torch", reason="the module dispatch case needs PyTorch")
+    import copy
+
+    from pytest_charz.workloads.capture import capture
+
+    torch.manual_seed(int(charz.rng.integers(1 << 31)))
+    module = _module_stack(torch)
+    x = torch.from_numpy(charz.rng.standard_normal((1, MODULE_TOKENS, MODULE_WIDTH)).astype(np.float32))
+    reference = copy.deepcopy(module).double()
+    with torch.no_grad():
+        np.testing.assert_allclose(module(x).numpy(), reference(x.double()).numpy(), rtol=1e-3, atol=1e-4)
+        ops = len(capture(module, x).ops)
+
+        def run() -> None:
+            module(x)
+
+        charz.measure(run, work=Work(launches=ops, op="dispatch",
+                                     shape={"kind": "torch-module-block", "framework": "torch-module", "ops": ops,
+                                            "blocks": MODULE_BLOCKS, "width": MODULE_WIDTH}))
+
+
 @pytest.mark.charz(noise=0.02, max_time=0.5, quick={"max_time": 0.12})
 def test_fork_join_cpu(charz: Any, device: Any, size_plan: Any) -> None:
     if device.backend != "cpu":

@@ -46,13 +46,19 @@ def is_workload(work: Work) -> bool:
 def op_work(work: Work, source: str) -> Work:
     """An op's Work as the model should see it: an elementwise aten op bound by its math marked
     ``transcendental`` with its ``function`` (the capture keeps that mark in the op's attrs, not
-    its Work)."""
+    its Work); an op captured from a model's module code marked ``framework="torch-module"``."""
     name = source.split("::")[-1].split(".")[0].rstrip("_")
+    shape: dict[str, Any] = dict(work.shape)
     if work.op == "elementwise" and name in _TRANSCENDENTAL_SOURCES and not work.shape.get("transcendental"):
-        shape: dict[str, Any] = {**work.shape, "transcendental": 1, "function": name}
-        return Work(dict(work.flops), dict(work.bytes), launches=work.launches, transfers=dict(work.transfers),
-                    op=work.op, shape=shape, accesses=work.accesses)
-    return work
+        shape.update(transcendental=1, function=name)
+    if source != HELDOUT and "framework" not in shape and "library" not in shape:
+        # an aten op a capture saw inside a model's nn.Module code: its host pays that code's
+        # per-op cost (module calls, the views folded out of the graph), dispatch:torch-module
+        shape["framework"] = "torch-module"
+    if shape == dict(work.shape):
+        return work
+    return Work(dict(work.flops), dict(work.bytes), launches=work.launches, transfers=dict(work.transfers),
+                op=work.op, shape=shape, accesses=work.accesses)
 
 
 #: Where a scored time comes from: a held-out case's own timing (the sampler's median, or a step

@@ -89,13 +89,13 @@ def _dispatch_figure(run: "Run", profile: Mapping[str, Any] | None) -> tuple[flo
     torch dispatch point, else its ``dispatch:torch`` or ``dispatch`` ceiling."""
     for case in run.cases:
         kind = str(case.work.shape.get("kind") or "")
-        if case.work.op == "dispatch" and kind.startswith("torch") and case.median_s and case.work.launches:
+        if case.work.op == "dispatch" and kind == "torch-add" and case.median_s and case.work.launches:
             return case.median_s / case.work.launches, f"case {case.id} median"
     if profile is None:
         return None
     points = (((profile.get("curves") or {}).get("overhead") or {}).get("points")) or ()
     for point in points:
-        if point.get("op") == "dispatch" and str(point.get("kind") or "").startswith("torch"):
+        if point.get("op") == "dispatch" and str(point.get("kind") or "") == "torch-add":
             return float(point["time_s"]), f"the profile's dispatch point {point.get('case')}"
     ceilings = {str(c.get("name")): c.get("value") for c in profile.get("ceilings") or ()}
     for name in ("dispatch:torch", "dispatch"):

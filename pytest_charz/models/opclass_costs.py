@@ -28,7 +28,9 @@ from ..work import DTYPES, Work
 OP_COSTS_VERSION = 1
 #: Frameworks whose per-op host dispatch is measured; ``torch-scalar`` is a PyTorch op with a
 #: Python scalar operand (``shape["scalar_operand"]``), which wraps the scalar on every call.
-FRAMEWORKS = ("torch", "numpy", "torch-scalar")
+#: ``torch-module`` is the host time per op of eager ``nn.Module`` code (module calls and the
+#: views between ops included), what a captured model graph's ops cost their host.
+FRAMEWORKS = ("torch", "numpy", "torch-scalar", "torch-module")
 
 #: Work.op names (IR classes, suite ops, common aliases) -> the op class models key on.
 CLASS_OF_OP: Mapping[str, str] = {

@@ -32,7 +32,7 @@ KNOWN_OPS = ("fma", "gemm", "stream", "read", "chase", "copy", "transfer", "laun
              "contention", "probe")
 _IDLE_REASONS = ("gpu_idle", "idle")
 #: Frameworks whose host dispatch the runtime suite measures (``models.opclass_costs.FRAMEWORKS``).
-DISPATCH_FRAMEWORKS = ("numpy", "torch", "torch-scalar")
+DISPATCH_FRAMEWORKS = ("numpy", "torch", "torch-scalar", "torch-module")
 
 
 # -- evidence -------------------------------------------------------------------------------------
@@ -250,8 +250,7 @@ def _overheads(cases: list[Case]) -> tuple[list[CaseFigures], dict[str, Any]]:
     for framework, timed in sorted(frameworks.items()):
         best, case = min(timed, key=lambda item: item[0])
         figures.append(CaseFigures(f"dispatch:{framework}", best, "s", [c for _, c in timed], case.id,
-                                   notes=[f"one {framework} op on a one-element operand"
-                                          + (" and a Python scalar" if framework.endswith("-scalar") else "")]))
+                                   notes=[_dispatch_note(framework)]))
     points = [{"case": c.id, "op": op, "kind": shape(c).get("kind"), "time_s": t}
               for op, timed in by_op.items() for t, c in timed]
     return figures, {"points": points}
@@ -275,6 +274,13 @@ def _contention(cases: list[Case]) -> tuple[list[CaseFigures], dict[str, Any], l
         rows.append({"pair": pair, "aggressor": aggressor, "alone_s": alone, "contended_s": contended,
                      "slowdown": contended / alone})
     return figures, {"pairs": rows}, notes
+
+
+def _dispatch_note(framework: str) -> str:
+    if framework == "torch-module":
+        return "per op of eager nn.Module code (two small transformer blocks), views and module calls included"
+    suffix = " and a Python scalar" if framework.endswith("-scalar") else ""
+    return f"one {framework.removesuffix('-scalar')} op on a one-element operand{suffix}"
 
 
 def _memory_levels(by_op: dict[str, list[Case]], spec: SpecView, curves: dict[str, Any], notes: list[str],

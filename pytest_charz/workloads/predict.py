@@ -20,8 +20,9 @@ path (the device idles waiting for dispatch: small-batch decode), **device-bound
 Each op's Work counts ``launches=1``; that launch is charged once, as the op's launch overhead
 (the ceilings' measured ``launch`` figure, or :data:`DEFAULT_LAUNCH_OVERHEAD_S` where the
 ceilings are a datasheet's, which has none), so the model sees the kernel's work without it. On a
-CPU whose profile measured PyTorch's dispatch (``dispatch:torch``), that figure is each op's
-host dispatch and there is no launch (the op runs on the dispatching thread).
+CPU whose profile measured PyTorch's dispatch (``dispatch:torch-module`` per op of eager module
+code, else ``dispatch:torch``), that figure is each op's host dispatch and there is no launch
+(the op runs on the dispatching thread).
 An op the model cannot predict keeps its launch overhead on the timeline, is listed in
 ``uncovered`` with the model's reason, and makes the latency a lower bound (``complete=False``);
 it is never dropped silently.
@@ -189,13 +190,16 @@ def _is_empty(work: Work) -> bool:
 
 
 def _framework_dispatch(kind: str, profile: "ProfileArg") -> Any:
-    """The profile's measured PyTorch dispatch (``dispatch:torch``) on a CPU target, else None."""
+    """The profile's measured host time per op of eager PyTorch model code on a CPU target:
+    ``dispatch:torch-module`` (ops issued from ``nn.Module`` code, module calls and views
+    included: what a workload graph's ops cost), else the bare ``dispatch:torch``; else None."""
     if kind != "cpu" or profile is None:
         return None
     from ..models.ceilings_profile import read_op_costs
     from ..prediction import read_profile
 
-    return read_op_costs(read_profile(profile)).dispatch_s.get("torch")
+    dispatch = read_op_costs(read_profile(profile)).dispatch_s
+    return dispatch.get("torch-module") or dispatch.get("torch")
 
 
 def latency_interval(ops: "tuple[OpPrediction, ...]", latency_s: float) -> tuple[float, float]:
