@@ -11,7 +11,9 @@
 # gets 60 s, the suites CHARZ_SUITE_BUDGET_S (default 240 s), the peer transfers between GPUs
 # CHARZ_PEER_BUDGET_S (default 60 s; with one GPU visible they skip, and the step shows why),
 # each profile CHARZ_PROFILE_BUDGET_S (default 60 s); a step that overruns is stopped and
-# counts as a failure. Exits non-zero when any step fails.
+# counts as a failure. Then it checks that the cases recorded NVML energy and counters (and, with
+# CHARZ_GPU_CHECK_NCU=1, re-runs one STREAM case under Nsight Compute). Exits non-zero when any
+# step fails.
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
@@ -122,6 +124,34 @@ fi
 if [ -f "$OUT_DIR/peer-run.json" ]; then
     timeout --kill-after=10 "$PROFILE_BUDGET_S" "${profile_cmd[@]}" profile "$OUT_DIR/peer-run.json" \
         -o "$OUT_DIR/peer-profile" || failures+=("charz profile of the peer run (exit $?)")
+fi
+
+echo "== counters and NVML energy per case"
+if [ -f "$OUT_DIR/run.json" ]; then
+    timeout --kill-after=10 60 "$PYTHON" - "$OUT_DIR/run.json" <<'PY'
+import json
+import sys
+
+cases = json.load(open(sys.argv[1]))["cases"]
+energy = [c for c in cases if (c.get("energy") or {}).get("joules_per_call") is not None]
+counted = [c for c in cases if (c.get("counters") or {}).get("values")]
+print(f"{len(cases)} cases: energy in {len(energy)}, counters in {len(counted)}")
+for c in (energy or cases)[:3]:
+    print(c["id"], json.dumps(c.get("energy")), json.dumps(c.get("counters"))[:400])
+missing = sorted({str((c.get("energy") or {}).get("missing")) for c in cases if (c.get("energy") or {}).get("missing")})
+print("energy missing:", missing)
+sys.exit(0 if energy else 1)
+PY
+    status=$?
+    [ "$status" -eq 0 ] || failures+=("no case recorded NVML energy (exit $status)")
+fi
+# Nsight Compute counters of one STREAM case, when asked (it re-runs the case under ncu: minutes).
+if [ "${CHARZ_GPU_CHECK_NCU:-0}" = 1 ] && command -v ncu >/dev/null 2>&1 && [ -f "$OUT_DIR/run.json" ]; then
+    echo "== Nsight Compute counters of one case"
+    case_id=$("$PYTHON" -c "import json,sys; c=json.load(open(sys.argv[1]))['cases']; print(next((x['nodeid'] for x in c if x['work'].get('op')=='stream'), c[0]['nodeid']))" "$OUT_DIR/run.json")
+    timeout --kill-after=10 150 "$PYTHON" -m pytest_charz.evidence.ncu "$case_id" --target="$TARGET" \
+        --out "$OUT_DIR/ncu-counters.json" --launch-skip 20 --launch-count 5 --timeout 140 || failures+=("ncu counters")
+    head -c 3000 "$OUT_DIR/ncu-counters.json" 2>/dev/null || true
 fi
 
 echo "== GPU state after the run"
