@@ -170,3 +170,19 @@ def test_a_dtype_the_target_lacks_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="no fp64 peak"):
         simulate_work(Work(flops=1e9, dtype="fp64", op="fma"), tpu)
     assert math.isnan(tpu.param("l2_bytes"))
+
+
+def test_a_cpu_profile_s_module_code_dispatch_is_the_host_s_cost_per_op() -> None:
+    from pathlib import Path
+
+    from pytest_charz.formats import read_json
+    from pytest_charz.sim import defaults
+
+    path = Path(__file__).parent / "data" / "profiles" / "amd-epyc-zen4-kvm-2vcpu.profile.json.gz"
+    profile = dict(read_json(path))
+    without = Machine.from_profile(profile)
+    assert without.param("dispatch_overhead") == defaults.HOST_DISPATCH_S   # none measured: the eager default
+    profile["ceilings"] = [*profile["ceilings"], {"name": "dispatch:torch-module", "value": 1.07e-5, "unit": "s"}]
+    measured = Machine.from_profile(profile)
+    assert measured.param("dispatch_overhead") == pytest.approx(1.07e-5)
+    assert "dispatch:torch-module" in measured.sources["dispatch_overhead"]

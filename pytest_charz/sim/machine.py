@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..errors import UsageError
 from ..models.ceilings import MATRIX_OPS, Ceilings
+from ..models.ceilings_profile import read_op_costs
 from ..targets.spec import Figure
 from . import defaults
 from .parameters import PARAMETERS, check_parameter_value
@@ -229,6 +230,10 @@ class Machine:
         if launch is not None:  # as the graph predictor does: the measured launch for both costs
             changes.update(dispatch_overhead_s=launch, launch_overhead_s=launch)
             sources["dispatch_overhead"] = sources["launch_overhead"] = f"{origin}: launch"
+        module = read_op_costs(profile).dispatch("torch-module") if machine.kind == "cpu" else None
+        if module is not None:  # a graph's ops are issued from eager nn.Module code, as measured
+            changes["dispatch_overhead_s"] = module
+            sources["dispatch_overhead"] = f"{origin}: dispatch:torch-module"
         if measured.units() is not None:
             changes["units"] = measured.units()
         h2d, h2d_latency, peer = (measured.link_bandwidth("h2d"), measured.link_latency("h2d"),
