@@ -488,9 +488,6 @@ def test_predict_with_a_profile_and_a_calibration(tmp_path) -> None:
 
 
 def test_predict_on_the_catalogue_h100() -> None:
-    catalogue = pytest.importorskip("pytest_charz.targets.catalogue")
-    if not hasattr(catalogue, "resolve"):
-        pytest.skip("the target catalogue has no resolve() yet")
     prediction = predict(Work(1e12, dtype="bf16", op="gemm", shape={"m": 8192, "n": 8192, "k": 7451}),
                          target="h100-sxm", model="spec-roofline")
     assert prediction.covered and prediction.bound == "compute:bf16"
