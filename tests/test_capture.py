@@ -263,3 +263,35 @@ def test_graph_json_round_trip() -> None:
     graph = capture_phase(tiny_llama(), "train", 1, seq=4)
     again = Graph.from_json(json.loads(json.dumps(graph.to_json())))
     assert again == graph
+
+
+def test_inference_mode_captures_the_same_gemms_and_norms_as_no_grad() -> None:
+    # Under torch.inference_mode (the workload suite's) the capture sees composite ops whole
+    # (aten.linear, layer_norm, dropout): they once came out as elementwise ops of one FLOP per
+    # output, so every GEMM of a measured model was predicted as a tiny elementwise op.
+    model = tiny_llama("cpu")
+    bert = transformers.BertModel(transformers.BertConfig(hidden_size=64, intermediate_size=128,
+                                                          num_hidden_layers=1, num_attention_heads=4,
+                                                          vocab_size=256)).eval()
+    ids = torch.randint(0, 256, (1, 8))
+    for module in (model, bert):
+        plain = capture(module, input_ids=ids)
+        with torch.inference_mode():
+            inferred = capture(module, input_ids=ids.clone())
+        assert gemm_flops(plain) > 0 and gemm_flops(inferred) == pytest.approx(gemm_flops(plain))
+        assert inferred.total_flops == pytest.approx(plain.total_flops)
+        classes = {op.op_class for op in inferred.ops}
+        assert "gemm" in classes and not any(op.source.startswith(("aten.linear", "aten.dropout"))
+                                             and op.op_class == "elementwise" for op in inferred.ops)
+    assert any(op.op_class == "norm" for op in capture(bert, input_ids=ids).ops)
+
+
+def test_matmul_seen_whole_is_a_gemm_or_a_batched_product() -> None:
+    from pytest_charz.workloads.aten_costs import _composite_product
+
+    gemm = _composite_product("matmul", [(2, 8, 16), (16, 4)], [(2, 8, 4)])
+    assert (gemm.op_class, gemm.flops) == ("gemm", 2.0 * 16 * 4 * 16)
+    batched = _composite_product("matmul", [(3, 8, 16), (3, 16, 4)], [(3, 8, 4)])
+    assert (batched.op_class, batched.flops, batched.shape["batch"]) == ("bmm", 2.0 * 3 * 8 * 4 * 16, 3)
+    linear = _composite_product("linear", [(1, 5, 32), (64, 32)], [(1, 5, 64)])
+    assert (linear.op_class, linear.flops, linear.shape["m"]) == ("gemm", 2.0 * 5 * 64 * 32, 5)

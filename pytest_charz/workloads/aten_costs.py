@@ -53,7 +53,7 @@ ATTENTION = frozenset({"_scaled_dot_product_flash_attention", "_scaled_dot_produ
 ATTENTION_BACKWARD = frozenset(name + "_backward" for name in ATTENTION)
 SOFTMAX = {"_softmax": 5, "_safe_softmax": 5, "_log_softmax": 5, "softmax": 5, "log_softmax": 5,
            "_softmax_backward_data": 4, "_log_softmax_backward_data": 4}
-NORMS = frozenset({"native_layer_norm", "native_layer_norm_backward", "native_batch_norm",
+NORMS = frozenset({"layer_norm", "rms_norm", "group_norm", "native_layer_norm", "native_layer_norm_backward", "native_batch_norm",
                    "_native_batch_norm_legit", "_native_batch_norm_legit_no_training", "native_batch_norm_backward",
                    "native_group_norm", "native_group_norm_backward", "_fused_rms_norm", "_fused_rms_norm_backward"})
 REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "max", "min", "prod", "var", "std", "var_mean", "std_mean",
@@ -152,6 +152,28 @@ def _gemm(name: str, shapes: list[tuple[int, ...]], out: list[tuple[int, ...]]) 
     return AtenCost("gemm", 2.0 * m * n * k, {"m": m, "n": n, "k": k})
 
 
+#: Composite ops that reach the capture whole where autograd is off (``torch.inference_mode``):
+#: elsewhere the dispatcher decomposes them into ``addmm``/``mm``/``bmm`` first.
+COMPOSITE_PRODUCTS = frozenset({"linear", "matmul"})
+
+
+def _composite_product(name: str, shapes: list[tuple[int, ...]], out: list[tuple[int, ...]]) -> AtenCost:
+    """``linear(x, W)``: x (..., k) by W^T (k, n), 2 m n k with m the rows of x (bias not
+    counted, as for ``addmm``); ``matmul(a, b)``: a GEMM when b is a matrix, else a batched
+    product over the output's leading dimensions."""
+    a, b = shapes[0], shapes[1]
+    k = a[-1]
+    if name == "linear":
+        m, n = _numel(a[:-1]), b[0]
+        return AtenCost("gemm", 2.0 * m * n * k, {"m": m, "n": n, "k": k})
+    n = b[-1] if len(b) >= 2 else 1
+    if len(b) <= 2:
+        m = _numel(a[:-1])
+        return AtenCost("gemm", 2.0 * m * n * k, {"m": m, "n": n, "k": k})
+    batch, m = _numel(out[0][:-2]) if out else 1, a[-2]
+    return AtenCost("bmm", 2.0 * batch * m * n * k, {"batch": batch, "m": m, "n": n, "k": k})
+
+
 def _conv(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any], out_shape: Sequence[int],
           backward: bool) -> AtenCost:
     """``out_shape`` is the convolution's output (for the backward: the gradient of it)."""
@@ -185,6 +207,10 @@ def aten_cost(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any], inputs:
     first_out = {"elements": out_elems}
     if name in GEMMS:
         return _gemm(name, in_shapes, out_shapes)
+    if name in COMPOSITE_PRODUCTS and len(in_shapes) >= 2 and len(in_shapes[0]) >= 2 and len(in_shapes[1]) >= 1:
+        return _composite_product(name, in_shapes, out_shapes)
+    if name == "dropout" and not argument(func, args, kwargs, "train", True):
+        return None  # evaluation: the input itself
     if name in BMMS:
         a, b = (in_shapes[1], in_shapes[2]) if name == "baddbmm" else (in_shapes[0], in_shapes[1])
         batch, m, k, n = a[0], a[1], a[2], b[2]
