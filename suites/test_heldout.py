@@ -202,14 +202,24 @@ def build(torch: Any, name: str, rng: np.random.Generator) -> tuple[list[Step], 
     return steps, (lambda: layer(x, params)), (lambda: layer(x.double(), [p.double() for p in params]))
 
 
+#: A step's calls are timed in batches of at least this long: one call of a microsecond op timed
+#: alone swung 1.8x between two runs whose whole chain of such ops took the same time.
+STEP_BATCH_S = 50e-6
+
+
 def step_time_s(fn: Callable[[], Any], repeats: int = STEP_REPEATS) -> float:
-    """Median seconds of one call of ``fn`` over ``repeats`` calls (after one warm call)."""
+    """Median seconds of one call of ``fn``: ``repeats`` batches, each of as many back-to-back
+    calls as fill :data:`STEP_BATCH_S` (one for an op longer than that), after one warm call."""
+    start = clock.now_ns()
     fn()
+    single_s = max((clock.now_ns() - start) * 1e-9, 1e-9)
+    calls = max(1, min(10_000, int(STEP_BATCH_S / single_s)))
     times = []
     for _ in range(repeats):
         start = clock.now_ns()
-        fn()
-        times.append((clock.now_ns() - start) * 1e-9)
+        for _ in range(calls):
+            fn()
+        times.append((clock.now_ns() - start) * 1e-9 / calls)
     return statistics.median(times)
 
 
