@@ -8,9 +8,30 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from .errors import SpecError
+
+
+T = TypeVar("T")
+
+
+def load_named_files(directory: str | Path, load: Callable[[Path], T], names: Callable[[T], Iterable[str]],
+                     taken: Mapping[str, str] | None = None, fold: Callable[[str], str] = str) -> dict[str, T]:
+    """Every ``*.toml`` of ``directory``, loaded by ``load``, by its first name; the names of all
+    files (``names``: the id, then the aliases) must be unique once ``fold`` is applied, and none
+    may be one of ``taken`` (name -> who has it). A clash is a ``SpecError`` naming both."""
+    loaded: dict[str, T] = {}
+    owner: dict[str, str] = dict(taken or {})
+    for path in sorted(Path(directory).glob("*.toml")):
+        item = load(path)
+        item_names = list(names(item))
+        for name in item_names:
+            if fold(name) in owner:
+                raise SpecError(f"{path}: the name {name!r} is already taken by {owner[fold(name)]}")
+            owner[fold(name)] = str(path)
+        loaded[item_names[0]] = item
+    return loaded
 
 
 def join_field(field: str, key: str) -> str:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 from ..errors import UsageError, require_extra
 from .base import DeviceInfo
 from .detect_gpu import normalize_pci_bus_id, sysfs_pci_device_id
-from .gpu_common import PeerCopy, TelemetryDiscards, flush_bytes
+from .gpu_common import PeerCopy, TelemetryDiscards, check_peer, flush_bytes
 from .nvml import SM_CLOCK_THRESHOLD, NvmlTelemetry
 
 if TYPE_CHECKING:
@@ -195,9 +195,7 @@ class CudaDevice(TelemetryDiscards):
         ``direction`` (``gpu_common.PEER_DIRECTIONS``), through PyTorch on this device's stream."""
         if self._torch is None or self._torch_stream is None:
             raise UsageError(f"peer copies go through PyTorch, which this device cannot use: {self.torch_unavailable}")
-        if peer_index not in self.peer_indices():
-            raise UsageError(f"CUDA device {peer_index} is not a peer of device {self.index}; "
-                             f"visible peers: {self.peer_indices() or 'none'}")
+        check_peer("CUDA", self.index, peer_index, self.peer_indices())
         return PeerCopy(self, self._torch, self._torch_stream, peer_index, direction, data)
 
     def time_batch(self, fn: Callable[[], Any], inner: int, work: "Work | None" = None) -> float:

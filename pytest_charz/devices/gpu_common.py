@@ -63,6 +63,15 @@ def check_direction(direction: str) -> str:
     return direction
 
 
+def check_peer(platform: str, bound_index: int, peer_index: int, peers: Sequence[int]) -> int:
+    """``peer_index`` if it is one of ``peers`` (the other visible devices), else a UsageError
+    naming them."""
+    if peer_index not in peers:
+        raise UsageError(f"{platform} device {peer_index} is not a peer of device {bound_index}; "
+                         f"visible peers: {list(peers) or 'none'}")
+    return peer_index
+
+
 @dataclass(frozen=True)
 class PeerRoute:
     """One direction of a peer copy: PyTorch issues a cross-device ``copy_`` on the source's

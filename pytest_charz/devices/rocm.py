@@ -21,7 +21,7 @@ from ..errors import UsageError, require_extra
 from .amdsmi_telemetry import AmdsmiTelemetry
 from .base import DeviceInfo
 from .detect_gpu import sysfs_pci_device_id
-from .gpu_common import PeerCopy, TelemetryDiscards, flush_bytes
+from .gpu_common import PeerCopy, TelemetryDiscards, check_peer, flush_bytes
 from .nvml import SM_CLOCK_THRESHOLD
 
 if TYPE_CHECKING:
@@ -140,9 +140,7 @@ class RocmDevice(TelemetryDiscards):
     def peer_copy(self, peer_index: int, direction: str, data: Any) -> PeerCopy:
         """A copy of ``data`` (a CPU uint8 tensor) between this GPU and GPU ``peer_index`` in
         ``direction`` (``gpu_common.PEER_DIRECTIONS``), through PyTorch on this device's stream."""
-        if peer_index not in self.peer_indices():
-            raise UsageError(f"HIP device {peer_index} is not a peer of device {self.index}; "
-                             f"visible peers: {self.peer_indices() or 'none'}")
+        check_peer("HIP", self.index, peer_index, self.peer_indices())
         return PeerCopy(self, self._torch, self.stream, peer_index, direction, data)
 
     def time_batch(self, fn: Callable[[], Any], inner: int, work: "Work | None" = None) -> float:

@@ -73,6 +73,12 @@ def work_dtype(work: Work) -> str:
     return str(stated) if stated in DTYPES else "*"
 
 
+def framework_of_kind(kind: str) -> str | None:
+    """The framework a dispatch case's ``kind`` names (``numpy-add`` -> ``numpy``,
+    ``torch-scalar-add`` -> ``torch-scalar``: the longest known name first), else None."""
+    return next((name for name in sorted(FRAMEWORKS, key=len, reverse=True) if kind.startswith(f"{name}-")), None)
+
+
 def framework_of(work: Work) -> str:
     """The framework whose dispatch a work pays: ``shape["framework"]`` (``torch``, ``numpy``),
     else ``shape["library"]`` when one of those, else the framework a ``shape["kind"]`` starts
@@ -85,10 +91,7 @@ def framework_of(work: Work) -> str:
             found = str(value)
             break
     else:
-        kind = str(work.shape.get("kind", ""))
-        # the longest name first: torch-scalar-add is a torch-scalar op, not a torch one
-        found = next((name for name in sorted(FRAMEWORKS, key=len, reverse=True) if kind.startswith(f"{name}-")),
-                     "torch")
+        found = framework_of_kind(str(work.shape.get("kind", ""))) or "torch"
     if work.shape.get("scalar_operand") and f"{found}-scalar" in FRAMEWORKS:
         return f"{found}-scalar"
     return found

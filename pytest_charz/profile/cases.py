@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 from ..curves.links import link_figures
 from ..measure.conditions import OTHER_LOAD_SUSPICIOUS_CPUS, STEAL_FRACTION_SUSPICIOUS
+from ..models.opclass_costs import framework_of_kind
 from ..records import Run
 from ..units import format_bytes
 from .figures import Case, CaseFigures, SpecView, bytes_per_s, shape, time_s, usable, working_set
@@ -32,7 +33,6 @@ KNOWN_OPS = ("fma", "gemm", "stream", "read", "chase", "copy", "transfer", "laun
              "contention", "probe")
 _IDLE_REASONS = ("gpu_idle", "idle")
 #: Frameworks whose host dispatch the runtime suite measures (``models.opclass_costs.FRAMEWORKS``).
-DISPATCH_FRAMEWORKS = ("numpy", "torch", "torch-scalar", "torch-module")
 
 
 # -- evidence -------------------------------------------------------------------------------------
@@ -244,8 +244,8 @@ def _overheads(cases: list[Case]) -> tuple[list[CaseFigures], dict[str, Any]]:
     # that framework's ops needs (not the fastest of all).
     frameworks: dict[str, list[tuple[float, Case]]] = {}
     for per_op, case in by_op.get("dispatch", []):
-        framework = str(shape(case).get("kind", "")).rsplit("-", 1)[0]
-        if framework in DISPATCH_FRAMEWORKS:
+        framework = framework_of_kind(str(shape(case).get("kind", "")))
+        if framework is not None:
             frameworks.setdefault(framework, []).append((per_op, case))
     for framework, timed in sorted(frameworks.items()):
         best, case = min(timed, key=lambda item: item[0])

@@ -8,11 +8,30 @@ graphs), ``capacity``, ``result``, ``trace``, ``simulate``.
 """
 from __future__ import annotations
 
-from .capacity import SimCapacityError
-from .machine import Machine
-from .parameters import PARAMETERS, Parameter
-from .result import SimOptions, SimResult
-from .simulate import simulate_graph, simulate_work
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .capacity import SimCapacityError
+    from .machine import Machine
+    from .parameters import PARAMETERS, Parameter
+    from .result import SimOptions, SimResult
+    from .simulate import simulate_graph, simulate_work
+
+#: Each public name and the module that defines it: imported on first use, so that the plugin,
+#: which registers the ``sim`` backend in every session, loads the simulator only when a
+#: ``sim:`` target is bound.
+_EXPORTS = {"SimCapacityError": "capacity", "Machine": "machine", "PARAMETERS": "parameters",
+            "Parameter": "parameters", "SimOptions": "result", "SimResult": "result",
+            "simulate_graph": "simulate", "simulate_work": "simulate"}
 
 __all__ = ["Machine", "PARAMETERS", "Parameter", "SimCapacityError", "SimOptions", "SimResult", "simulate_graph",
            "simulate_work"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value
+    return value

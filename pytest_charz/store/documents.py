@@ -16,6 +16,8 @@ raises :class:`FormatError` naming the file and the problem, and nothing is writ
 """
 from __future__ import annotations
 
+import abc
+
 import contextlib
 import copy
 import json
@@ -71,17 +73,20 @@ class BaselineStore(Protocol):
     def suites(self, target_id: str) -> tuple[str, ...]: ...
 
 
-class _DocumentStore:
+class _DocumentStore(abc.ABC):
     """The store's rules over whole suite documents; subclasses load and save documents."""
 
+    @abc.abstractmethod
     def _load(self, target_id: str, module: str) -> dict[str, Any] | None:
-        raise NotImplementedError
+        """The suite document of ``module`` under ``target_id``, or None when there is none."""
 
+    @abc.abstractmethod
     def _save(self, target_id: str, module: str, document: dict[str, Any]) -> None:
-        raise NotImplementedError
+        """Write the suite document (atomically where the medium allows)."""
 
+    @abc.abstractmethod
     def _source(self, target_id: str, module: str) -> str:
-        raise NotImplementedError
+        """Where the document lives, for error messages."""
 
     def _checked(self, target_id: str, module: str) -> dict[str, Any] | None:
         document = self._load(target_id, module)

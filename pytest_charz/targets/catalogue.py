@@ -36,7 +36,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ..datafile import TableReader, join_field
+from ..datafile import TableReader, join_field, load_named_files
 from ..formats import read_toml
 from ..errors import SpecError, UsageError
 from ..work import DTYPES, MEMORY_LEVELS
@@ -223,16 +223,8 @@ def load_spec(path: str | Path) -> TargetSpec:
 
 def load_catalogue(directory: str | Path) -> dict[str, TargetSpec]:
     """Load every ``*.toml`` in ``directory``; ids and aliases must be unique across files."""
-    specs: dict[str, TargetSpec] = {}
-    owner: dict[str, str] = {name: "the host CPU" for name in HOST_NAMES}
-    for path in sorted(Path(directory).glob("*.toml")):
-        spec = load_spec(path)
-        for name in (spec.id, *spec.identity.aliases):
-            if name in owner:
-                raise SpecError(f"{path}: the name {name!r} is already taken by {owner[name]}")
-            owner[name] = str(path)
-        specs[spec.id] = spec
-    return specs
+    return load_named_files(directory, load_spec, lambda spec: (spec.id, *spec.identity.aliases),
+                            taken={name: "the host CPU" for name in HOST_NAMES})
 
 
 @functools.lru_cache(maxsize=1)

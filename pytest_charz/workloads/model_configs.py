@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..datafile import TableReader, nearest_hint
+from ..datafile import TableReader, load_named_files, nearest_hint
 from ..formats import read_toml
-from ..errors import SpecError, UsageError, require_extra
+from ..errors import UsageError, require_extra
 
 if TYPE_CHECKING:
     import torch
@@ -245,16 +245,8 @@ def load_config_file(path: str | Path) -> ModelConfig:
 
 def load_config_dir(directory: str | Path) -> dict[str, ModelConfig]:
     """Every ``*.toml`` of ``directory`` by id; ids and aliases must be unique (any case)."""
-    configs: dict[str, ModelConfig] = {}
-    owner: dict[str, str] = {}
-    for path in sorted(Path(directory).glob("*.toml")):
-        config = load_config_file(path)
-        for name in (config.id, *config.aliases):
-            if name.lower() in owner:
-                raise SpecError(f"{path}: the name {name!r} is already taken by {owner[name.lower()]}")
-            owner[name.lower()] = str(path)
-        configs[config.id] = config
-    return configs
+    return load_named_files(directory, load_config_file, lambda config: (config.id, *config.aliases),
+                            fold=str.lower)
 
 
 @functools.lru_cache(maxsize=1)

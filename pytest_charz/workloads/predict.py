@@ -189,16 +189,15 @@ def _is_empty(work: Work) -> bool:
     return not (work.flops or work.bytes or work.transfers or work.collectives or work.accesses)
 
 
-def _framework_dispatch(kind: str, profile: "ProfileArg") -> Any:
+def _framework_dispatch(kind: str, profile: Mapping[str, Any] | None) -> Any:
     """The profile's measured host time per op of eager PyTorch model code on a CPU target:
     ``dispatch:torch-module`` (ops issued from ``nn.Module`` code, module calls and views
     included: what a workload graph's ops cost), else the bare ``dispatch:torch``; else None."""
     if kind != "cpu" or profile is None:
         return None
     from ..models.ceilings_profile import read_op_costs
-    from ..prediction import read_profile
 
-    dispatch = read_op_costs(read_profile(profile)).dispatch_s
+    dispatch = read_op_costs(profile).dispatch_s
     return dispatch.get("torch-module") or dispatch.get("torch")
 
 
@@ -244,34 +243,33 @@ def predict_graph(
     GPU or an ASIC).
     """
     from ..models.registry import get_model
-    from ..prediction import ceilings_for, predict
+    from ..prediction import ceilings_for, predict, read_profile
 
     if not isinstance(graph, Graph):
         raise UsageError(f"predict_graph takes a workloads Graph, got {type(graph).__name__}")
     chosen = get_model(model) if isinstance(model, str) else model
+    profile = read_profile(profile) if profile is not None else None   # read once, used three times
     ceilings = ceilings_for(target, chosen.name, profile)
     measured_launch = ceilings.launch_overhead_s
-    framework_dispatch = _framework_dispatch(ceilings.kind, profile)
-    if framework_dispatch is not None and host_dispatch_s is None:
+    framework_dispatch = _framework_dispatch(ceilings.kind, profile) if host_dispatch_s is None else None
+    if framework_dispatch is not None:
         # A CPU op runs on the thread that dispatched it: no device launch, the framework's
         # measured dispatch is the whole overhead of an op.
         launch_s, launch_source = 0.0, "none: a CPU op runs on the thread that dispatches it"
         dispatch_s, dispatch_source = framework_dispatch.value, framework_dispatch.source
-    elif measured_launch is not None:
-        launch_s, launch_source = measured_launch.value, measured_launch.source or ceilings.origin
     else:
-        launch_s = DEFAULT_LAUNCH_OVERHEAD_S
-        launch_source = "DEFAULT_LAUNCH_OVERHEAD_S (no launch figure in the ceilings; cudaLaunchKernel 1-3 us)"
-    if framework_dispatch is not None and host_dispatch_s is None:
-        pass
-    elif host_dispatch_s is None:
         if measured_launch is not None:
+            launch_s, launch_source = measured_launch.value, measured_launch.source or ceilings.origin
+        else:
+            launch_s = DEFAULT_LAUNCH_OVERHEAD_S
+            launch_source = "DEFAULT_LAUNCH_OVERHEAD_S (no launch figure in the ceilings; cudaLaunchKernel 1-3 us)"
+        if host_dispatch_s is not None:
+            dispatch_s, dispatch_source = check_non_negative("host_dispatch_s", host_dispatch_s), "given"
+        elif measured_launch is not None:
             dispatch_s, dispatch_source = launch_s, f"the ceilings' launch figure ({launch_source})"
         else:
             dispatch_s = DEFAULT_HOST_DISPATCH_S
             dispatch_source = "DEFAULT_HOST_DISPATCH_S (PyTorch eager: 5-25 us of host work per op)"
-    else:
-        dispatch_s, dispatch_source = check_non_negative("host_dispatch_s", host_dispatch_s), "given"
     overlapping = asynchronous if asynchronous is not None else ceilings.kind in ASYNCHRONOUS_KINDS
 
     # Predict each distinct kernel once (a 70B graph repeats the same few Works 80 times), through
