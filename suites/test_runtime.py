@@ -146,6 +146,37 @@ def test_module_dispatch_cpu(charz: Any, device: Any) -> None:
                                             "blocks": MODULE_BLOCKS, "width": MODULE_WIDTH}))
 
 
+#: Elements of the fresh-page case's tensor: 40 MiB of fp32, above the size from which glibc's
+#: malloc always maps fresh pages (``models.opclass.FRESH_OUTPUT_BYTES``, 32 MiB).
+FRESH_ELEMENTS = 10 << 20
+#: One element written per 4 KiB page of fp32: every page is touched once, and the writes are
+#: 16384 cache lines, next to nothing beside the page faults.
+FRESH_STRIDE = 1024
+
+
+@pytest.mark.charz(noise=0.03, max_time=1.0, quick={"max_time": 0.3})
+def test_fresh_pages_cpu(charz: Any, device: Any) -> None:
+    """What a page a PyTorch tensor gets fresh from the operating system costs: a 40 MiB tensor
+    allocated, one element written per page (each write faults the page in, which zeroes it),
+    and freed (unmapped). An op whose output is that large pays it on every call;
+    ``fresh-page:torch`` in the profile."""
+    if device.backend != "cpu":
+        pytest.skip(f"host allocations; the bound device is {device.backend}")
+    torch = pytest.importorskip("torch", reason="the fresh-page case needs PyTorch")
+    value = float(charz.rng.uniform(1.0, 2.0))
+    probe = torch.empty(FRESH_ELEMENTS)
+    probe[::FRESH_STRIDE].fill_(value)
+    assert probe[::FRESH_STRIDE].eq(value).all() and probe[FRESH_STRIDE * 7] == value
+    del probe
+    pages = FRESH_ELEMENTS * 4 // 4096
+
+    def run() -> None:
+        torch.empty(FRESH_ELEMENTS)[::FRESH_STRIDE].fill_(value)
+
+    charz.measure(run, work=Work(op="allocation", shape={"kind": "torch-fresh-pages", "framework": "torch",
+                                                         "pages": pages, "bytes_allocated": FRESH_ELEMENTS * 4}))
+
+
 @pytest.mark.charz(noise=0.02, max_time=0.5, quick={"max_time": 0.12})
 def test_fork_join_cpu(charz: Any, device: Any, size_plan: Any) -> None:
     if device.backend != "cpu":

@@ -241,3 +241,47 @@ def test_machines_of_one_host_name_are_told_apart_by_their_caches() -> None:
     other = replace(zen5, target=replace(zen5.target, spec=replace(zen5.target.spec, memory=levels)))
     assert machine_of(zen5) != machine_of(other)
     assert machine_of(zen5) == machine_of(replace(zen5, created="later"))
+
+
+def _slowed(run: Run, case_id: str, factor: float) -> Run:
+    """``run`` with one case (and each of its ops) measured ``factor`` times slower."""
+    from dataclasses import replace
+
+    data = run.to_json()
+    for case in data["cases"]:
+        if case["id"] == case_id:
+            median_s = case["measurement"]["median_s"] * factor
+            case["measurement"] = measurement_json(median_s, kept=5)
+            for timing in case.get("ops") or ():
+                timing["time_s"] *= factor
+    return replace(Run.from_json(data, "slowed"), path=run.path)
+
+
+def test_rounds_score_each_case_once_at_the_median_of_its_rounds() -> None:
+    # a neighbour slows the host for seconds now and then: one round of three caught the tiny
+    # chain 1.8x slower; scored per round it counted three times, once far off
+    chain = "suites/test_heldout.py::test_heldout_cpu[tiny-chain]"
+    base = simulated_run()
+    rounds = [base, _slowed(base, chain, 1.8), _slowed(base, chain, 1.02)]
+    (merged,) = validate_workloads(rounds, "opclass")
+    (single,) = validate_workloads([base], "opclass")
+    assert len(merged.workloads) == len(single.workloads) and len(merged.ops) == len(single.ops)
+    measured = {r.case_id: r.measured_s for r in merged.workloads}
+    expected = next(c.median_s for c in base.cases if c.id == chain) * 1.02
+    assert measured[chain] == pytest.approx(expected)
+    chain_ops = [r for r in merged.ops if r.case_id == chain]
+    first = next(c for c in base.cases if c.id == chain).ops
+    assert [r.measured_s for r in chain_ops] == pytest.approx([t.time_s * 1.02 for t in first])
+
+
+def test_a_skinny_gemm_is_calibrated_apart_from_square_ones() -> None:
+    assert class_key(gemm(8, 1024, 4096)) == "gemm.skinny:fp32"
+    assert class_key(gemm(4096, 16, 256)) == "gemm.skinny:fp32"
+    assert class_key(gemm(17, 1024, 1024)) == "gemm:fp32"
+    assert class_key(Work(flops=1e6, op="gemm")) == "gemm:fp32"      # no dims: the class
+    from pytest_charz.calibration.workloads import split_runs
+
+    micro, _ = split_runs([simulated_run()])
+    classes = fit(get_model("opclass"), micro, spec_ceilings()).calibration.classes
+    # the three skinny products; the square and small-k ones; every GEMM, for a dtype not calibrated
+    assert classes["gemm.skinny:fp32"].n == 3 and classes["gemm"].n == 10

@@ -97,3 +97,40 @@ def test_a_transcendental_function_is_calibrated_on_its_own_and_falls_back_to_th
     classes = {own.key: own, pooled.key: pooled}
     assert lookup(classes, tanh) is own
     assert lookup(classes, erf) is pooled            # a function no microbenchmark ran: every function pooled
+
+
+def test_only_interior_residuals_set_the_interval() -> None:
+    # a class's end case, once left out, is predicted by extrapolation: its residual is the
+    # extrapolation's error, which the widening outside the range accounts for, not the interval
+    from pytest_charz.calibration.classes import fit_classes_with_residuals
+    from pytest_charz.calibration.efficiency import conformal_interval
+
+    scatter = [4.0 if i == 23 else 0.3 if i == 0 else (1.05 if i % 2 else 1 / 1.05) for i in range(24)]
+    points = [(Work(flops=10.0 ** (6 + i / 8), op="gemm", shape={"m": 64, "n": 64, "k": 64}), 1.0, 2.0 * f, "gemm")
+              for i, f in enumerate(scatter)]
+    fits, residuals = fit_classes_with_residuals(points, 0.9)
+    assert len(residuals) == 24 and all(r is not None for r in residuals)
+    interior = [r for i, r in enumerate(residuals) if 0 < i < 23]
+    assert fits["gemm:fp32"].factors == pytest.approx(conformal_interval(interior, 0.9))
+    with_ends = conformal_interval([r for r in residuals if r is not None], 0.9)
+    assert with_ends[0] < fits["gemm:fp32"].factors[0] and with_ends[1] > fits["gemm:fp32"].factors[1]
+
+
+def test_a_small_class_gets_an_interval_of_its_own_scatter() -> None:
+    # normalised conformal: 6 cases a class cannot make a 90% interval alone, but its scatter
+    # sets its width: a tight class gets a narrow one, a loose class a wide one
+    from pytest_charz.calibration.classes import fit_classes
+
+    def cases(op: str, spread: float, count: int) -> list:
+        out = []
+        for i in range(count):
+            factor = (1 + spread) if i % 2 else 1 / (1 + spread)
+            out.append((Work(bytes=10.0 ** (4 + i / 2), op=op), 1.0, 2.0 * factor, op))
+        return out
+
+    fits = fit_classes(cases("copy", 0.02, 6) + cases("transpose", 0.3, 6) + cases("reduction", 0.1, 20), 0.9)
+    tight, loose = fits["copy:*"], fits["transpose:*"]
+    assert tight.method == loose.method == "normalized"
+    assert tight.factors[0] > loose.factors[0] and tight.factors[1] < loose.factors[1]
+    width = lambda fit: fit.factors[1] / fit.factors[0]  # noqa: E731
+    assert width(loose) > 1.5 * width(tight)

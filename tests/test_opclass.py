@@ -6,7 +6,8 @@ import pytest
 
 from pytest_charz.models import Ceilings
 from pytest_charz.models.ceilings_profile import read_op_costs
-from pytest_charz.models.opclass import GEMM_HALF_DIM, OpClassModel, gemm_shape_efficiency, residency
+from pytest_charz.models.opclass import (FRESH_OUTPUT_BYTES, GEMM_HALF_DIM, OpClassModel, gemm_shape_efficiency,
+                                        output_bytes, residency)
 from pytest_charz.models.opclass_costs import OpCosts, framework_of, op_class_of
 from pytest_charz.models.registry import get_model
 from pytest_charz.prediction import predict
@@ -191,3 +192,60 @@ def test_an_op_with_a_python_scalar_operand_costs_the_scalar_dispatch() -> None:
     breakdown = with_scalar.predict(scalar_op, Ceilings.from_profile(measured)).breakdown
     assert breakdown["dispatch:torch-scalar"] == pytest.approx(2.7e-6)
     assert "dispatch:torch" not in breakdown
+
+
+FRESH_PAGE_S = 1.7e-6      # the Zen 4 guest: a 40 MiB torch.empty touched once per page, per page
+
+
+def fresh_model() -> OpClassModel:
+    measured = {**PROFILE, "ceilings": [*PROFILE["ceilings"], {"name": "fresh-page:torch", "value": FRESH_PAGE_S,
+                                                               "unit": "s"},
+                                        {"name": "dispatch:torch-module", "value": 1.05e-5, "unit": "s"}]}
+    return OpClassModel().with_costs(read_op_costs(measured))
+
+
+def clone(elements: int, **shape: object) -> Work:
+    return Work(bytes=8.0 * elements, launches=1, op="copy",
+                shape={"elements": elements, "dtype": "fp32", "framework": "torch", **shape})
+
+
+def test_an_output_glibc_maps_fresh_pays_its_page_faults() -> None:
+    # failure kind: a 32 MiB clone took 15 ms against 1.6 ms into an existing tensor, predicted 2-3 ms
+    big, small = clone(8 << 20), clone(4 << 20)
+    assert output_bytes(big) == FRESH_OUTPUT_BYTES == 32 << 20
+    fresh = fresh_model().predict(big, ceilings())
+    assert fresh.breakdown["alloc:torch"] == pytest.approx(8192 * FRESH_PAGE_S)
+    plain = model().predict(big, ceilings())           # no fresh-page figure measured: no term, as before
+    assert "alloc:torch" not in plain.breakdown
+    assert fresh.time_s == pytest.approx(plain.time_s + 8192 * FRESH_PAGE_S)
+    # below the threshold glibc reuses its heap; in place or into out= nothing is allocated
+    assert "alloc:torch" not in fresh_model().predict(small, ceilings()).breakdown
+    assert "alloc:torch" not in fresh_model().predict(clone(8 << 20, inplace=1), ceilings()).breakdown
+    assert "alloc:torch" not in fresh_model().predict(clone(8 << 20, out=1), ceilings()).breakdown
+    # a module's op allocates as PyTorch does; a GEMM's output is m x n x batch
+    module_op = clone(16 << 20, framework="torch-module")
+    assert fresh_model().predict(module_op, ceilings()).breakdown["alloc:torch"] == pytest.approx(16384 * FRESH_PAGE_S)
+    assert output_bytes(gemm(4096, 4096, 64)) == 4096 * 4096 * 4
+    assert "alloc:torch" in fresh_model().predict(Work(flops=2.0 * 4096 * 4096 * 64, launches=1, op="gemm", shape={
+        "m": 4096, "n": 4096, "k": 64, "framework": "torch"}), ceilings()).breakdown
+
+
+def test_the_fresh_page_case_is_predicted_from_its_figure() -> None:
+    case = Work(op="allocation", shape={"kind": "torch-fresh-pages", "framework": "torch", "pages": 10240})
+    assert op_class_of(case) == "allocation"
+    assert fresh_model().predict(case, ceilings()).time_s == pytest.approx(10240 * FRESH_PAGE_S)
+    missing = model().predict(case, ceilings())
+    assert not missing.covered and "fresh-page" in missing.reason
+
+
+def test_the_fresh_page_figure_is_measured_from_the_runtime_case() -> None:
+    from pytest_charz.calibration.observations import Observation, measured_op_costs
+
+    case = Observation("suites/test_runtime.py::test_fresh_pages_cpu", "cpu",
+                       Work(op="allocation", shape={"kind": "torch-fresh-pages", "framework": "torch", "pages": 10240}),
+                       10240 * FRESH_PAGE_S)
+    costs = measured_op_costs([case])
+    assert costs.fresh_page("torch") == pytest.approx(FRESH_PAGE_S)
+    assert costs.fresh_page("torch-scalar") == pytest.approx(FRESH_PAGE_S)
+    assert costs.fresh_page("numpy") is None
+    assert OpCosts.from_json(costs.to_json()) == costs

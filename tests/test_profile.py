@@ -121,6 +121,8 @@ def synthetic_cases(fma_fp64: float = 0.9e12, noise_seed: int = 0) -> list[dict[
         make_case("test_launch[graph]", "launch", 100 * 2e-6, launches=100, shape={"kind": "graph"}),
         make_case("test_dispatch[add]", "dispatch", 1.5e-6, shape={"kind": "torch-add"}),
         make_case("test_wakeup[event]", "wakeup", 30e-6, shape={"kind": "event"}),
+        make_case("test_fresh_pages", "allocation", 10240 * 1.7e-6,
+                  shape={"kind": "torch-fresh-pages", "framework": "torch", "pages": 10240}),
         make_case("test_contention[alone]", "contention", 1e-3,
                   shape={"role": "alone", "pair": "stream-vs-gemm", "aggressor": "gemm"}),
         make_case("test_contention[contended]", "contention", 1.5e-3,
@@ -178,7 +180,7 @@ def test_every_kind_of_case_gives_its_ceiling(profile):
     assert {"flops:fp64", "flops:fp32", "gemm:fp64", "bandwidth:dram", "bandwidth:l1", "bandwidth:l2",
             "bandwidth:l3", "capacity:l1", "capacity:l2", "capacity:l3", "latency:l1", "latency:l2", "latency:l3",
             "latency:dram", "transfer:h2d", "transfer:d2h", "launch", "dispatch", "dispatch:torch", "wakeup",
-            "slowdown:stream-vs-gemm"} == names
+            "fresh-page:torch", "slowdown:stream-vs-gemm"} == names
 
 
 def test_best_rate_per_dtype_with_fraction_of_spec_and_its_source(profile):
@@ -321,6 +323,13 @@ def test_overheads_and_slowdowns(profile):
     # the framework's own figure, which the op-class model and CPU graph predictions read
     assert ceiling(profile, "dispatch:torch")["value"] == pytest.approx(1.5e-6)
     assert ceiling(profile, "wakeup")["unit"] == "s"
+    # per page, not per call: what an op's fresh output pages cost (read back as an op cost)
+    fresh = ceiling(profile, "fresh-page:torch")
+    assert fresh["value"] == pytest.approx(1.7e-6) and fresh["unit"] == "s"
+    assert fresh["evidence"]["best_case"] == "suites/test_synth.py::test_fresh_pages"
+    assert "allocation" not in {c["name"] for c in profile["ceilings"]}
+    from pytest_charz.models.ceilings_profile import read_op_costs
+    assert read_op_costs(profile).fresh_page("torch-module") == pytest.approx(1.7e-6)
     slowdown = ceiling(profile, "slowdown:stream-vs-gemm")
     assert slowdown["value"] == pytest.approx(1.5) and slowdown["unit"] == "x" and slowdown["spec"] is None
 

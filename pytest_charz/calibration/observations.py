@@ -182,10 +182,12 @@ def measured_ceilings(cases: Sequence[Observation], spec: Ceilings) -> Ceilings:
 def measured_op_costs(cases: Sequence[Observation]) -> OpCosts:
     """Op-class figures measured on ``cases``: the best GEMM FLOP/s per dtype, the median host
     dispatch per framework op (the runtime suite's dispatch cases), the best transcendental
-    elements/s per dtype. Each figure's source names the cases it rests on."""
+    elements/s per dtype, the median seconds per fresh page of a framework's allocations (the
+    runtime suite's fresh-page case). Each figure's source names the cases it rests on."""
     gemm: dict[str, float] = {}
     dispatch: dict[str, list[float]] = {}
     transcendental: dict[str, float] = {}
+    fresh: dict[str, list[float]] = {}
     for case in cases:
         work, time_s = case.work, case.measured_s
         if work.op == "gemm" and len(work.flops) == 1:
@@ -193,6 +195,8 @@ def measured_op_costs(cases: Sequence[Observation]) -> OpCosts:
             gemm[dtype] = max(gemm.get(dtype, 0.0), flops / time_s)
         elif work.op == "dispatch" and work.launches and not work.flops and not work.bytes:
             dispatch.setdefault(framework_of(work), []).append(time_s / work.launches)
+        elif work.op == "allocation" and float(work.shape.get("pages") or 0) > 0:
+            fresh.setdefault(framework_of(work), []).append(time_s / float(work.shape["pages"]))
         elif op_class_of(work) == "transcendental" and len(work.flops) == 1:
             (dtype, flops), = work.flops.items()
             elements = float(work.shape.get("elements") or flops)
@@ -201,7 +205,8 @@ def measured_op_costs(cases: Sequence[Observation]) -> OpCosts:
     return OpCosts(
         {d: Figure(v, f"{source}: best achieved {d} GEMM FLOP/s") for d, v in gemm.items()},
         {f: Figure(statistics.median(v), f"{source}: median {f} dispatch per op") for f, v in dispatch.items()},
-        {d: Figure(v, f"{source}: best {d} transcendental elements/s") for d, v in transcendental.items()})
+        {d: Figure(v, f"{source}: best {d} transcendental elements/s") for d, v in transcendental.items()},
+        {f: Figure(statistics.median(v), f"{source}: median {f} seconds per fresh page") for f, v in fresh.items()})
 
 
 def net_bandwidths(cases: Sequence[Observation], costs: OpCosts) -> dict[str, Figure]:

@@ -15,12 +15,17 @@ Times of held-out cases (their own timings) and of the workload suite's ops (tor
 which include the profiler's per-op cost) are summarised apart as well as together
 (``by_source``).
 
+Given several runs (rounds) of a target, every case is scored once, at the median of its rounds'
+times, as the calibration takes the median over runs: a case measured while a neighbour slowed
+the host in one round of three still counts at its usual time (:func:`merge_workload_cases`).
+
 Errors are ``measured / predicted - 1``; the summary gives median and P90 |error|, the share
 within 2x (``1/2 <= measured / predicted <= 2``) and the share inside the interval.
 """
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -112,8 +117,41 @@ def summary(rows: Sequence[Scored]) -> dict[str, Any]:
             "within_2x": sum(r.within_2x for r in rows) / len(rows), "coverage": sum(r.inside for r in rows) / len(rows)}
 
 
-def _score_case(fitted: Fitted, case: CaseRecord) -> tuple[list[Scored], Scored | None, list[dict[str, str]]]:
-    ops: list[tuple[str, Work, float | None]] = [(op.name, op_work(op.work, op.source), op.time_s) for op in case.ops]
+@dataclass(frozen=True)
+class WorkloadCase:
+    """A workload case as scored: its record (of the first run that measured it) and its times,
+    each the median over the runs that measured it (:func:`merge_workload_cases`)."""
+
+    record: CaseRecord
+    measured_s: float | None
+    op_times: tuple[float, ...]
+    runs: int = 1
+
+
+def merge_workload_cases(cases: Sequence[CaseRecord]) -> list[WorkloadCase]:
+    """Workload cases of several runs (rounds) of one target, one per case id: the end-to-end time
+    is the median of the runs' medians and each op's time the median of its times, as the
+    calibration's observations take the median over runs (:func:`.observations.observations`).
+    A run whose case has other ops (another capture) than the first's keeps to the first's."""
+    grouped: dict[str, list[CaseRecord]] = {}
+    for case in cases:
+        grouped.setdefault(case.id, []).append(case)
+    out = []
+    for members in grouped.values():
+        first = members[0]
+        names = [op.name for op in first.ops]
+        same = [c for c in members if [op.name for op in c.ops] == names]
+        medians = [c.median_s for c in same if c.median_s is not None and c.median_s > 0]
+        measured = statistics.median(medians) if medians else None
+        op_times = tuple(statistics.median(c.ops[i].time_s for c in same) for i in range(len(names)))
+        out.append(WorkloadCase(first, measured, op_times, len(same)))
+    return out
+
+
+def _score_case(fitted: Fitted, merged: WorkloadCase) -> tuple[list[Scored], Scored | None, list[dict[str, str]]]:
+    case = merged.record
+    ops: list[tuple[str, Work, float | None]] = [(op.name, op_work(op.work, op.source), time_s)
+                                                 for op, time_s in zip(case.ops, merged.op_times)]
     ops = ops or [(case.id, case.work, None)]
     source = HELDOUT if all(op.source == HELDOUT for op in case.ops) else PROFILED
     scored: list[Scored] = []
@@ -129,7 +167,7 @@ def _score_case(fitted: Fitted, case: CaseRecord) -> tuple[list[Scored], Scored 
         if time_s is not None and time_s > 0:
             scored.append(Scored(case.id, name, "op", op_class, time_s, prediction.time_s, prediction.interval_s,
                                  prediction.notes, source))
-    measured = case.median_s
+    measured = merged.measured_s
     if missing or not parts or measured is None or not measured > 0:
         return scored, None, missing
     total, low, high = summed_interval(parts)
@@ -236,7 +274,7 @@ def validate_workloads(runs: Sequence[RunArg], model: str = "opclass", level: fl
         ops: list[Scored] = []
         ends: list[Scored] = []
         missing: list[dict[str, str]] = []
-        for case in workloads:
+        for case in merge_workload_cases(workloads):
             scored, end, gaps = _score_case(fitted, case)
             ops += scored
             missing += gaps

@@ -28,6 +28,7 @@ _REGIME_OF_KIND = {
     "latency": "latency",
     "launch": "launch",
     "dispatch": "launch",          # a framework's host dispatch per op (models.opclass)
+    "alloc": "launch",             # fresh pages of an op's output, host overhead per op (models.opclass)
     "link": "transfer",
     "collective": "transfer",
 }

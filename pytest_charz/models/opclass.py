@@ -57,6 +57,14 @@ TRANSCENDENTAL_FLOPS = 20.0
 #: Elementwise exponentials per score element of a softmax, and FLOPs the IR counts per element.
 SOFTMAX_FLOPS_PER_ELEMENT = 5.0
 _CACHE_LEVELS = ("l1", "l2", "l3")
+#: Output size from which glibc's malloc always maps fresh pages: ``DEFAULT_MMAP_THRESHOLD_MAX``,
+#: 4 * 1024 * 1024 * sizeof(long) on a 64-bit system, the ceiling of its dynamic mmap threshold
+#: (mallopt(3), M_MMAP_THRESHOLD).
+FRESH_OUTPUT_BYTES = 32 * 1024 * 1024
+PAGE_BYTES = 4096
+#: Output bytes per element by dtype (a Work's output is one tensor of its elements).
+_DTYPE_BYTES: Mapping[str, int] = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1,
+                                   "int32": 4}
 
 
 def _dim(shape: Mapping[str, float], *names: str) -> float | None:
@@ -203,6 +211,50 @@ def kernel_terms(work: Work, ceilings: Ceilings, costs: OpCosts) -> dict[str, fl
     return {**terms, **memory, **latency_terms(work, ceilings)}
 
 
+def output_bytes(work: Work) -> float | None:
+    """Bytes of the tensor a work allocates for its output: ``shape["output_bytes"]``, else its
+    elements (``elements``; ``rows`` x ``width``; a GEMM's ``m`` x ``n`` x ``batch``) times its
+    dtype's size; None when the shape does not say or the op writes in place."""
+    shape = work.shape
+    if shape.get("inplace") or shape.get("out"):
+        return None
+    stated = _dim(shape, "output_bytes")
+    if stated:
+        return stated
+    size = _DTYPE_BYTES.get(work_dtype(work))
+    if size is None:
+        return None
+    op_class = op_class_of(work)
+    if op_class in ("gemm", "bmm"):
+        dims = gemm_dims(work, op_class)
+        return dims[0] * dims[1] * dims[3] * size if dims else None
+    if op_class in ("elementwise", "transcendental", "copy", "transpose", "softmax", "norm"):
+        elements = _dim(shape, "elements") or ((_dim(shape, "rows") or 0.0) * (_dim(shape, "width") or 0.0))
+        return elements * size if elements else None
+    return None
+
+
+def allocation_terms(work: Work, ceilings: Ceilings, costs: OpCosts) -> dict[str, float]:
+    """``alloc:<framework>``: the fresh pages of a CPU op's output of ``FRESH_OUTPUT_BYTES`` or
+    more at the framework's measured cost per page (module docstring); empty otherwise, and where
+    no such cost was measured. An ``allocation`` work (the runtime suite's fresh-page case) is
+    its ``shape["pages"]`` at that cost."""
+    framework = framework_of(work)
+    per_page = costs.fresh_page(framework)
+    if op_class_of(work) == "allocation":
+        pages = _dim(work.shape, "pages")
+        if per_page is None or not pages:
+            raise Uncovered(f"no {framework} fresh-page figure on {target_label(ceilings)} for an allocation of "
+                            f"{pages or 0:.0f} page(s) (the runtime suite's fresh-page case measures it)")
+        return {f"alloc:{framework.split('-', 1)[0]}": pages * per_page}
+    if ceilings.kind != "cpu" or not work.launches:
+        return {}
+    produced = output_bytes(work)
+    if per_page is None or produced is None or produced < FRESH_OUTPUT_BYTES:
+        return {}
+    return {f"alloc:{framework.split('-', 1)[0]}": work.launches * math.ceil(produced / PAGE_BYTES) * per_page}
+
+
 def dispatch_terms(work: Work, ceilings: Ceilings, costs: OpCosts) -> dict[str, float]:
     """Per-op overhead: ``dispatch:<framework>`` on a CPU (measured dispatch, else the ceilings'
     launch figure), the launch overhead elsewhere (and for an OpenMP team's wake-up, which no
@@ -241,7 +293,7 @@ class OpClassModel:
 
     def _predict(self, work: Work, ceilings: Ceilings) -> Prediction:
         kernel = kernel_terms(work, ceilings, self.costs)
-        overhead = dispatch_terms(work, ceilings, self.costs)
+        overhead = {**dispatch_terms(work, ceilings, self.costs), **allocation_terms(work, ceilings, self.costs)}
         moves = {**transfer_terms(work, ceilings), **collective_terms(work.collectives, ceilings)}
         breakdown = {**kernel, **overhead, **moves}
         if not breakdown:

@@ -5,7 +5,10 @@ the vendor GEMM reached per dtype (``gemm:<dtype>`` in a capability profile: on 
 guest 263 GFLOP/s fp32 against an FMA-chain peak of 546), the host time one framework op costs
 per framework (``dispatch:<framework>``: 0.32 us for a NumPy ufunc call, about 1-3 us for a
 PyTorch eager op on the development VMs), and a transcendental function's throughput per dtype
-(``transcendental:<dtype>``, elements per second of a large ``exp``). A figure nobody measured
+(``transcendental:<dtype>``, elements per second of a large ``exp``), and what a page the
+framework's allocator takes fresh from the operating system costs (``fresh-page:<framework>``:
+the mapping, the first-touch fault that zeroes the page, the unmapping; 1.7 us per 4 KiB page on
+the development VMs). A figure nobody measured
 stays absent, and the model falls back to the ceilings (and says so in its breakdown's term
 names, never silently).
 
@@ -45,12 +48,14 @@ CLASS_OF_OP: Mapping[str, str] = {
     **{name: "norm" for name in ("norm", "layernorm", "layer_norm", "rmsnorm")},
     **{name: "embedding" for name in ("embedding", "gather")},
     "copy": "copy", "clone": "copy", "transpose": "transpose", "permute": "transpose",
-    "dispatch": "dispatch", "launch": "dispatch", "wakeup": "wakeup",
+    "dispatch": "dispatch", "launch": "dispatch", "wakeup": "wakeup", "allocation": "allocation",
     "chase": "latency", "transfer": "transfer", "collective": "collective",
 }
 OP_CLASSES = tuple(dict.fromkeys(CLASS_OF_OP.values()))
 #: Classes that run GEMM-like on the library's GEMM kernels (the measured GEMM rate applies).
 GEMM_CLASSES = frozenset({"gemm", "bmm", "conv", "attention"})
+#: The figure maps of :class:`OpCosts`, in its fields' order.
+_FIELDS = ("gemm_flops_per_s", "dispatch_s", "transcendental_per_s", "fresh_page_s")
 
 
 def op_class_of(work: Work) -> str:
@@ -111,17 +116,20 @@ def _check_figures(name: str, figures: Mapping[str, Any], keys: tuple[str, ...])
 @dataclass(frozen=True)
 class OpCosts:
     """Measured op-class figures: GEMM FLOP/s and transcendental elements/s per dtype, host
-    dispatch seconds per framework op. Every figure is a :class:`Figure` with its source."""
+    dispatch seconds per framework op, seconds per fresh page of a framework's allocations. Every
+    figure is a :class:`Figure` with its source."""
 
     gemm_flops_per_s: Mapping[str, Figure] = field(default_factory=dict)
     dispatch_s: Mapping[str, Figure] = field(default_factory=dict)
     transcendental_per_s: Mapping[str, Figure] = field(default_factory=dict)
+    fresh_page_s: Mapping[str, Figure] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gemm_flops_per_s", _check_figures("gemm_flops_per_s", self.gemm_flops_per_s, DTYPES))
         object.__setattr__(self, "dispatch_s", _check_figures("dispatch_s", self.dispatch_s, FRAMEWORKS))
         object.__setattr__(self, "transcendental_per_s",
                            _check_figures("transcendental_per_s", self.transcendental_per_s, DTYPES))
+        object.__setattr__(self, "fresh_page_s", _check_figures("fresh_page_s", self.fresh_page_s, FRAMEWORKS))
 
     def gemm(self, dtype: str) -> float | None:
         figure = self.gemm_flops_per_s.get(dtype)
@@ -135,18 +143,22 @@ class OpCosts:
         figure = self.transcendental_per_s.get(dtype) or self.transcendental_per_s.get("fp32")
         return figure.value if figure is not None else None
 
+    def fresh_page(self, framework: str) -> float | None:
+        """Seconds per fresh page of ``framework``'s allocations; a variant of a framework
+        (``torch-scalar``, ``torch-module``) allocates as the framework does."""
+        figure = self.fresh_page_s.get(framework) or self.fresh_page_s.get(framework.split("-", 1)[0])
+        return figure.value if figure is not None else None
+
     def filled_from(self, other: "OpCosts") -> "OpCosts":
         """A copy whose missing figures come from ``other``."""
-        return OpCosts({**other.gemm_flops_per_s, **self.gemm_flops_per_s}, {**other.dispatch_s, **self.dispatch_s},
-                       {**other.transcendental_per_s, **self.transcendental_per_s})
+        return OpCosts(*({**getattr(other, name), **getattr(self, name)} for name in _FIELDS))
 
     def __bool__(self) -> bool:
-        return bool(self.gemm_flops_per_s or self.dispatch_s or self.transcendental_per_s)
+        return any(getattr(self, name) for name in _FIELDS)
 
     def to_json(self) -> dict[str, Any]:
         return {"version": OP_COSTS_VERSION,
-                **{name: {k: f.to_json() for k, f in getattr(self, name).items()}
-                   for name in ("gemm_flops_per_s", "dispatch_s", "transcendental_per_s")}}
+                **{name: {k: f.to_json() for k, f in getattr(self, name).items()} for name in _FIELDS}}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "OpCosts":
@@ -154,7 +166,7 @@ class OpCosts:
             raise FormatError(f"OpCosts JSON version {data.get('version')!r} is not {OP_COSTS_VERSION}")
         try:
             maps = {name: {str(k): Figure(float(f["value"]), str(f["source"])) for k, f in (data.get(name) or {}).items()}
-                    for name in ("gemm_flops_per_s", "dispatch_s", "transcendental_per_s")}
+                    for name in _FIELDS}
             return cls(**maps)
         except (KeyError, TypeError, ValueError, UsageError) as exc:
             raise FormatError(f"OpCosts JSON is malformed: {exc}") from exc

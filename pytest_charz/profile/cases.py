@@ -30,9 +30,8 @@ LLC_MULTIPLE = 4
 # A capacity from the bandwidth curve notes the latency curve's boundary when they differ more.
 CAPACITY_DISAGREE = 1.5
 KNOWN_OPS = ("fma", "gemm", "stream", "read", "chase", "copy", "transfer", "launch", "dispatch", "wakeup",
-             "contention", "probe")
+             "allocation", "contention", "probe")
 _IDLE_REASONS = ("gpu_idle", "idle")
-#: Frameworks whose host dispatch the runtime suite measures (``models.opclass_costs.FRAMEWORKS``).
 
 
 # -- evidence -------------------------------------------------------------------------------------
@@ -235,7 +234,7 @@ def _overheads(cases: list[Case]) -> tuple[list[CaseFigures], dict[str, Any]]:
         per_op = time_s(case) / launches if launches else time_s(case)
         by_op.setdefault(case.work.op, []).append((per_op, case))
     figures = []
-    for op, timed in by_op.items():
+    for op, timed in ((op, timed) for op, timed in by_op.items() if op != "allocation"):  # per page, below
         best, case = min(timed, key=lambda item: item[0])
         figures.append(CaseFigures(op, best, "s", [c for _, c in timed], case.id,
                                    notes=["fastest variant" if len(timed) > 1 else "one variant"]))
@@ -251,6 +250,16 @@ def _overheads(cases: list[Case]) -> tuple[list[CaseFigures], dict[str, Any]]:
         best, case = min(timed, key=lambda item: item[0])
         figures.append(CaseFigures(f"dispatch:{framework}", best, "s", [c for _, c in timed], case.id,
                                    notes=[_dispatch_note(framework)]))
+    # Per framework, the median cost of a page its allocator maps fresh (mapping, fault, unmapping)
+    fresh: dict[str, list[tuple[float, Case]]] = {}
+    for _, case in by_op.get("allocation", []):
+        pages, framework = float(shape(case).get("pages") or 0), framework_of_kind(str(shape(case).get("kind", "")))
+        if pages > 0 and framework is not None:
+            fresh.setdefault(framework, []).append((time_s(case) / pages, case))
+    for framework, timed in sorted(fresh.items()):
+        figures.append(CaseFigures(f"fresh-page:{framework}", statistics.median(t for t, _ in timed), "s",
+                                   [c for _, c in timed], timed[0][1].id, notes=[f"per 4 KiB page of a {framework} "
+                                   "tensor mapped fresh: the mapping, the first-touch fault, the unmapping"]))
     points = [{"case": c.id, "op": op, "kind": shape(c).get("kind"), "time_s": t}
               for op, timed in by_op.items() for t, c in timed]
     return figures, {"points": points}
@@ -374,7 +383,7 @@ def find_ceilings(run: Run) -> tuple[list[CaseFigures], dict[str, Any], list[str
     if by_op.get("transfer"):
         found, curves["transfer"] = _transfers(by_op["transfer"], spec)
         figures.extend(found)
-    overhead_cases = [c for op in ("launch", "dispatch", "wakeup") for c in by_op.get(op, [])]
+    overhead_cases = [c for op in ("launch", "dispatch", "wakeup", "allocation") for c in by_op.get(op, [])]
     if overhead_cases:
         found, curves["overhead"] = _overheads(overhead_cases)
         figures.extend(found)
