@@ -62,3 +62,17 @@ def test_captured_ops_are_scored_as_module_code_and_held_out_ones_as_written() -
     assert framework_of(op_work(captured, HELDOUT)) == "torch"
     written = Work(64, 768, launches=1, op="elementwise", shape={"elements": 64, "framework": "torch"})
     assert framework_of(op_work(written, "aten::add.Tensor")) == "torch"
+
+
+@pytest.mark.parametrize("source", ["aten.gelu.default", "aten::gelu", "gelu", "aten.tanh_.default"])
+def test_a_captured_op_bound_by_its_math_is_scored_as_transcendental(source: str) -> None:
+    # the capture names its ops "aten.gelu.default": read as "aten", no captured gelu, tanh or
+    # rsqrt was ever scored as the transcendental op it is
+    from pytest_charz.calibration.workloads import op_work
+    from pytest_charz.models.opclass_costs import op_class_of
+
+    captured = Work(64, 512, launches=1, op="elementwise", shape={"elements": 64})
+    marked = op_work(captured, source)
+    assert op_class_of(marked) == "transcendental"
+    assert marked.shape["function"] == source.replace("::", ".").split(".")[1 if "aten" in source else 0].rstrip("_")
+    assert op_class_of(op_work(captured, "aten.add.Tensor")) == "elementwise"

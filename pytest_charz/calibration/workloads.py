@@ -52,7 +52,9 @@ def op_work(work: Work, source: str) -> Work:
     """An op's Work as the model should see it: an elementwise aten op bound by its math marked
     ``transcendental`` with its ``function`` (the capture keeps that mark in the op's attrs, not
     its Work); an op captured from a model's module code marked ``framework="torch-module"``."""
-    name = source.split("::")[-1].split(".")[0].rstrip("_")
+    # the aten op's name: "aten.gelu.default" (a capture's source), "aten::gelu", or "gelu"
+    parts = source.replace("::", ".").split(".")
+    name = (parts[1] if parts[0] == "aten" and len(parts) > 1 else parts[0]).rstrip("_")
     shape: dict[str, Any] = dict(work.shape)
     if work.op == "elementwise" and name in _TRANSCENDENTAL_SOURCES and not work.shape.get("transcendental"):
         shape.update(transcendental=1, function=name)
