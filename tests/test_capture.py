@@ -295,3 +295,20 @@ def test_matmul_seen_whole_is_a_gemm_or_a_batched_product() -> None:
     assert (batched.op_class, batched.flops, batched.shape["batch"]) == ("bmm", 2.0 * 3 * 8 * 4 * 16, 3)
     linear = _composite_product("linear", [(1, 5, 32), (64, 32)], [(1, 5, 64)])
     assert (linear.op_class, linear.flops, linear.shape["m"]) == ("gemm", 2.0 * 5 * 64 * 32, 5)
+
+
+def test_inference_mode_captures_a_convolution_as_one() -> None:
+    # under torch.inference_mode conv2d reaches the capture whole: a ViT's patch embedding came
+    # out as an elementwise op of one FLOP per output, 23x faster than it ran
+    from pytest_charz.models.opclass import gemm_dims
+
+    conv = torch.nn.Conv2d(3, 16, kernel_size=4, stride=4).eval()
+    x = torch.randn(1, 3, 32, 32)
+    plain = capture(conv, x)
+    with torch.inference_mode():
+        inferred = capture(conv, x.clone())
+    (op,) = [o for o in inferred.ops if o.op_class == "conv"]
+    assert op.work.total_flops == pytest.approx(2.0 * 16 * 8 * 8 * 3 * 16)
+    assert op.work.total_flops == pytest.approx(sum(o.work.total_flops for o in plain.ops if o.op_class == "conv"))
+    # the implicit GEMM: m = output pixels, n = out channels, k = in channels x kernel elements
+    assert gemm_dims(op.work, "conv") == pytest.approx((64.0, 16.0, 48.0, 1.0))

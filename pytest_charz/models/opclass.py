@@ -87,7 +87,8 @@ def gemm_dims(work: Work, op_class: str) -> tuple[float, float, float, float] | 
         if not (cout and cin and flops):
             return None
         kernel = math.prod(_dim(shape, key) or 1.0 for key in ("kernel_h", "kernel_w", "kernel_d"))
-        k = cin / (_dim(shape, "groups") or 1.0) * (_dim(shape, "kernel_elements") or kernel)
+        # kernel elements: as a builder names them, as the capture does ("kernel"), or from h x w x d
+        k = cin / (_dim(shape, "groups") or 1.0) * (_dim(shape, "kernel_elements", "kernel") or kernel)
         return flops / (2.0 * cout * k), cout, k, 1.0
     if op_class == "attention":
         s_q, s_kv, d = _dim(shape, "s_q", "seq_q"), _dim(shape, "s_kv", "seq_kv"), _dim(shape, "d", "head_dim")

@@ -45,8 +45,11 @@ FOLDED = frozenset({
 })
 GEMMS = frozenset({"mm", "addmm", "_scaled_mm", "_addmm_activation", "_grouped_mm"})
 BMMS = frozenset({"bmm", "baddbmm"})
+#: ``conv1d``/``conv2d``/``conv3d`` reach the capture whole under ``torch.inference_mode``, as
+#: ``linear`` does (elsewhere the dispatcher lowers them to ``convolution`` first).
 CONVS = frozenset({"convolution", "_convolution", "cudnn_convolution", "_slow_conv2d_forward",
-                   "convolution_overrideable", "mkldnn_convolution", "_nnpack_spatial_convolution"})
+                   "convolution_overrideable", "mkldnn_convolution", "_nnpack_spatial_convolution",
+                   "conv1d", "conv2d", "conv3d"})
 ATTENTION = frozenset({"_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
                        "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention_for_cpu",
                        "_scaled_dot_product_fused_attention_overrideable", "scaled_dot_product_attention"})
