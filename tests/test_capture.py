@@ -312,3 +312,16 @@ def test_inference_mode_captures_a_convolution_as_one() -> None:
     assert op.work.total_flops == pytest.approx(sum(o.work.total_flops for o in plain.ops if o.op_class == "conv"))
     # the implicit GEMM: m = output pixels, n = out channels, k = in channels x kernel elements
     assert gemm_dims(op.work, "conv") == pytest.approx((64.0, 16.0, 48.0, 1.0))
+
+
+def test_an_op_writing_into_a_given_tensor_is_marked_in_place() -> None:
+    # it allocates nothing: the op-class model charges fresh pages only to ops that allocate
+    class Step(torch.nn.Module):
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            z = x * y
+            z.add_(1.0)
+            return z
+
+    graph = capture(Step(), torch.randn(4, 8), torch.randn(4, 8))
+    marks = {op.source.split(".")[1]: bool(op.work.shape.get("inplace")) for op in graph.ops}
+    assert marks == {"mul": False, "add_": True}

@@ -103,8 +103,10 @@ class Recorder:
 
     # -- recording ------------------------------------------------------------------------------
     def record(self, op_name: str, source: str, cost: AtenCost, inputs: Sequence[Any], outputs: Sequence[Any],
-               gather: bool = False, written: Sequence[Any] | None = None) -> Op:
-        """Append one op reading ``inputs`` and writing ``outputs`` (tensors)."""
+               gather: bool = False, written: Sequence[Any] | None = None, inplace: bool = False) -> Op:
+        """Append one op reading ``inputs`` and writing ``outputs`` (tensors); ``inplace``: it
+        writes into tensors it was given (an in-place op, ``out=``), so it allocates none, which
+        its Work says (``shape["inplace"]``, read by the op-class model's fresh-page term)."""
         import torch
 
         seen: dict[tuple[Any, ...], Any] = {}
@@ -128,7 +130,8 @@ class Recorder:
         if torch._C._current_graph_task_id() != -1:
             attrs["backward"] = True
         op = Op(name=name, op_class=cost.op_class,
-                work=Work(flops, {"dram": moved}, launches=1, op=cost.op_class, shape=cost.shape),
+                work=Work(flops, {"dram": moved}, launches=1, op=cost.op_class,
+                          shape={**cost.shape, "inplace": 1} if inplace else cost.shape),
                 inputs=tuple(spec_of(t) for t in distinct), outputs=tuple(spec_of(t) for t in outputs),
                 deps=self._deps(distinct), source=source, attrs=attrs)
         self.ops.append(op)
@@ -171,7 +174,7 @@ class Recorder:
         # copy_ overwrites its destination without reading it
         reads = [t for t in tensor_args if not (name == "copy_" and t is args[0])]
         self.record(name, str(func), cost, reads, outputs or mutated, gather=cost.attrs.get("gather", False),
-                    written=(outputs + mutated) or None)
+                    written=(outputs + mutated) or None, inplace=bool(mutated))
         return out
 
     def quiet(self) -> "_Quiet":
