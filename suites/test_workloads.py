@@ -12,10 +12,12 @@ the inputs (token ids, pixels), never zeros. Before anything is timed the forwar
 
 Then the case is captured as an aten-level graph (``pytest_charz.workloads.capture``), measured
 end to end with the graph's FLOPs, bytes and launches as its Work (``name="end-to-end"``), and
-run once under ``torch.profiler``: every profiled aten op is matched to its captured op by aten
-name and order, and the per-op table is recorded with the end-to-end case as its ``ops``
-(:class:`pytest_charz.records.OpTiming`: each captured op's name, class, aten source, Work and
-profiled time).
+its ops timed one by one: on the CPU each aten op replayed alone where it runs
+(:func:`pytest_charz.workloads.optimer.time_ops`, ``shape["op_timer"] = "replay"``), on a GPU
+under ``torch.profiler`` (device times, ``"profiler"``). Every timed aten op is matched to its
+captured op by aten name and order, and the per-op table is recorded with the end-to-end case as
+its ``ops`` (:class:`pytest_charz.records.OpTiming`: each captured op's name, class, aten source,
+Work and time).
 A decode step appends to the KV cache; each timed call crops the cache back to the context so
 every step decodes at the same position (the crop is a few slicing ops, inside the timing).
 """
@@ -256,13 +258,19 @@ def test_workload(charz: Any, device: Any, transformers_torch: Any, workload: tu
                             **inputs)
 
         run()
-        events = profile_aten_ops(torch, run, on_gpu=not on_cpu)
+        if on_cpu:
+            # each op replayed alone where it runs: no profiler cost, no module code in an op's time
+            from pytest_charz.workloads.optimer import time_ops
+
+            events, timer = time_ops(run, passes=PROFILE_PASSES), "replay"
+        else:
+            events, timer = profile_aten_ops(torch, run, on_gpu=True), "profiler"
         op_times, unmatched = match_profile(graph, events)
-        assert op_times, f"no profiled aten op matched the {len(graph)} captured ops of {name}"
+        assert op_times, f"no timed aten op matched the {len(graph)} captured ops of {name}"
 
         shape = {"model": name, "phase": phase, "batch": batch, "seq": seq, "dtype": dtype,
                  "layers": int(getattr(model.config, "num_hidden_layers", getattr(model.config, "n_layer", 0))),
-                 "ops": len(graph), "ops_profiled": len(op_times), "ops_unmatched": unmatched}
+                 "ops": len(graph), "ops_profiled": len(op_times), "ops_unmatched": unmatched, "op_timer": timer}
         work = _graph_work(graph, shape)
         if not on_cpu:
             torch.cuda.synchronize()

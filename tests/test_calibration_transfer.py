@@ -285,3 +285,30 @@ def test_a_skinny_gemm_is_calibrated_apart_from_square_ones() -> None:
     classes = fit(get_model("opclass"), micro, spec_ceilings()).calibration.classes
     # the three skinny products; the square and small-k ones; every GEMM, for a dtype not calibrated
     assert classes["gemm.skinny:fp32"].n == 3 and classes["gemm"].n == 10
+
+
+def test_a_replayed_op_is_predicted_as_the_bare_op_and_its_workload_with_the_module_code() -> None:
+    # replayed alone, a captured op's time holds its dispatch and kernel, not the module code
+    # around it (10.7 us per op on the Zen 4 guest): scored against the module's per-op cost, a
+    # 1.5 us elementwise op read -86%
+    from pytest_charz.calibration.workloads import REPLAYED
+
+    base = simulated_run()
+    data = base.to_json()
+    module = Work(launches=20, op="dispatch", shape={"kind": "torch-module-block", "framework": "torch-module"})
+    data["cases"].append(case_json("suites/test_runtime.py::test_module_dispatch_cpu", module.to_json(), 20 * 1e-5,
+                                   measurement=measurement_json(20 * 1e-5, kept=5)))
+    captured = [(f"model.add#{i}", Work(64, 768, launches=1, op="elementwise", shape={"elements": 64}))
+                for i in range(10)]
+    whole = Work(flops=640, bytes=7680, launches=10, op="workload", shape={"workload": "tiny", "op_timer": "replay"})
+    ops = [OpTiming(name, "elementwise", "aten.add.Tensor", 1.6e-6, work).to_json() for name, work in captured]
+    data["cases"].append(case_json("suites/test_workloads.py::test_workload[tiny]", whole.to_json(), 10 * 1.05e-5,
+                                   measurement=measurement_json(10 * 1.05e-5, kept=5), ops=ops))
+    (found,) = validate_workloads([Run.from_json(data, "replayed")], "opclass")
+    replayed = [r for r in found.ops if r.source == REPLAYED]
+    assert len(replayed) == 10
+    # the bare torch op: 1.5 us of dispatch (the truth's) plus a tiny kernel, not 10 us
+    assert all(1.2e-6 < r.predicted_s < 3e-6 for r in replayed)
+    (end,) = [r for r in found.workloads if r.source == REPLAYED]
+    assert end.predicted_s > 10 * 9e-6            # the workload pays the module code per op
+    assert "replayed" in found.to_json()["by_source"]

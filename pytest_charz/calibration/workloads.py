@@ -48,17 +48,19 @@ def is_workload(work: Work) -> bool:
     return work.op == "workload" or "workload" in work.shape
 
 
-def op_work(work: Work, source: str) -> Work:
+def op_work(work: Work, source: str, module_code: bool = True) -> Work:
     """An op's Work as the model should see it: an elementwise aten op bound by its math marked
     ``transcendental`` with its ``function`` (the capture keeps that mark in the op's attrs, not
-    its Work); an op captured from a model's module code marked ``framework="torch-module"``."""
+    its Work); an op captured from a model's module code marked ``framework="torch-module"``
+    unless ``module_code`` is False (the op timed alone, replayed: its module code is not in its
+    time, only the bare framework op's dispatch)."""
     # the aten op's name: "aten.gelu.default" (a capture's source), "aten::gelu", or "gelu"
     parts = source.replace("::", ".").split(".")
     name = (parts[1] if parts[0] == "aten" and len(parts) > 1 else parts[0]).rstrip("_")
     shape: dict[str, Any] = dict(work.shape)
     if work.op == "elementwise" and name in _TRANSCENDENTAL_SOURCES and not work.shape.get("transcendental"):
         shape.update(transcendental=1, function=name)
-    if source != HELDOUT and "framework" not in shape and "library" not in shape:
+    if module_code and source != HELDOUT and "framework" not in shape and "library" not in shape:
         # an aten op a capture saw inside a model's nn.Module code: its host pays that code's
         # per-op cost (module calls, the views folded out of the graph), dispatch:torch-module
         shape["framework"] = "torch-module"
@@ -69,10 +71,14 @@ def op_work(work: Work, source: str) -> Work:
 
 
 #: Where a scored time comes from: a held-out case's own timing (the sampler's median, or a step
-#: timed alone), or torch.profiler's CPU time of an aten op inside a workload suite's model. The
-#: profiler's time of a CPU op includes the profiler's own per-op cost (microseconds), which a
-#: microsecond op of a small model does not outweigh: the two are reported apart.
-HELDOUT, PROFILED = "heldout", "profiled"
+#: timed alone); an aten op of a workload suite's model replayed alone where it ran
+#: (``shape["op_timer"] == "replay"``, :mod:`pytest_charz.workloads.optimer`), predicted as the
+#: bare framework op it is, while the workload's end to end pays the module code's per-op cost;
+#: or torch.profiler's time of an aten op inside a workload suite's model (runs recorded before
+#: the replay, and GPUs). The profiler's time of a CPU op holds part of the module code's cost and
+#: the profiler's own per event (a microsecond op of a captured Llama read 1.4-10 us): the
+#: sources are reported apart.
+HELDOUT, REPLAYED, PROFILED = "heldout", "replayed", "profiled"
 
 
 @dataclass(frozen=True)
@@ -152,14 +158,17 @@ def merge_workload_cases(cases: Sequence[CaseRecord]) -> list[WorkloadCase]:
 
 def _score_case(fitted: Fitted, merged: WorkloadCase) -> tuple[list[Scored], Scored | None, list[dict[str, str]]]:
     case = merged.record
-    ops: list[tuple[str, Work, float | None]] = [(op.name, op_work(op.work, op.source), time_s)
-                                                 for op, time_s in zip(case.ops, merged.op_times)]
-    ops = ops or [(case.id, case.work, None)]
-    source = HELDOUT if all(op.source == HELDOUT for op in case.ops) else PROFILED
+    source = HELDOUT if all(op.source == HELDOUT for op in case.ops) else \
+        REPLAYED if case.work.shape.get("op_timer") == "replay" else PROFILED
+    # (name, Work end to end, Work of the op alone, time): they differ for a replayed op only
+    ops: list[tuple[str, Work, Work, float | None]] = [
+        (op.name, op_work(op.work, op.source), op_work(op.work, op.source, module_code=source != REPLAYED), time_s)
+        for op, time_s in zip(case.ops, merged.op_times)]
+    ops = ops or [(case.id, case.work, case.work, None)]
     scored: list[Scored] = []
     parts: list[tuple[str, float, float, float]] = []
     missing: list[dict[str, str]] = []
-    for name, work, time_s in ops:
+    for name, work, alone, time_s in ops:
         prediction = fitted.predict(work)
         if not prediction.covered:
             missing.append({"case": case.id, "op": name, "reason": prediction.reason})
@@ -167,8 +176,10 @@ def _score_case(fitted: Fitted, merged: WorkloadCase) -> tuple[list[Scored], Sco
         op_class = op_class_of(work)
         parts.append((op_class, prediction.time_s, *prediction.interval_s))
         if time_s is not None and time_s > 0:
-            scored.append(Scored(case.id, name, "op", op_class, time_s, prediction.time_s, prediction.interval_s,
-                                 prediction.notes, source))
+            own = prediction if alone is work else fitted.predict(alone)
+            if own.covered:
+                scored.append(Scored(case.id, name, "op", op_class, time_s, own.time_s, own.interval_s, own.notes,
+                                     source))
     measured = merged.measured_s
     if missing or not parts or measured is None or not measured > 0:
         return scored, None, missing

@@ -1,0 +1,58 @@
+"""Per-op times by replay (``pytest_charz.workloads.optimer``): every aten op of a forward, in
+order, matched to its captured op; ops that write their arguments are not replayed."""
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from pytest_charz.workloads.capture import capture  # noqa: E402
+from pytest_charz.workloads.optimer import ATTENTION_SOURCE, one_pass, time_ops  # noqa: E402
+
+
+class Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(16, 48)
+        self.out = torch.nn.Linear(16, 16)
+        self.calls = torch.zeros(1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.proj(x).view(1, 4, 3, 4, 4).unbind(2)
+        attended = torch.nn.functional.scaled_dot_product_attention(q, k, v).reshape(1, 4, 16)
+        self.calls.add_(1.0)                       # writes its argument: timed once, not replayed
+        return torch.relu(self.out(attended)) + x
+
+
+def test_every_op_is_timed_in_order_and_matches_the_capture() -> None:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "suites"))
+    from test_workloads import match_profile
+
+    block = Block().eval()
+    x = torch.randn(1, 4, 16)
+    with torch.inference_mode():
+        graph = capture(block, x)
+        expected = block(x)
+        timed = time_ops(lambda: block(x), passes=3)
+        after = block(x)
+    assert all(seconds > 0 for _, seconds in timed)
+    assert ATTENTION_SOURCE in {name for name, _ in timed}
+    # the attention's inner ops are not timed apart: it is one op, as the capture records it
+    assert sum(name == ATTENTION_SOURCE for name, _ in timed) == 1
+    times, unmatched = match_profile(graph, timed)
+    assert unmatched == 0 and set(times) == {op.name for op in graph.ops}
+    # the capture, the reference call, the warm-up, three passes and the last call each added 1
+    # once: the in-place op was not replayed
+    assert float(block.calls) == 1 + 1 + 1 + 3 + 1
+    torch.testing.assert_close(after, expected)
+
+
+def test_a_pass_lists_every_aten_call_once() -> None:
+    a, b = torch.randn(64), torch.randn(64)
+    names = [name for name, _ in one_pass(lambda: torch.relu(a + b))]
+    assert names == ["aten.add.Tensor", "aten.relu.default"]
+    with pytest.raises(ValueError):
+        time_ops(lambda: None, passes=0)
