@@ -103,10 +103,12 @@ class Recorder:
 
     # -- recording ------------------------------------------------------------------------------
     def record(self, op_name: str, source: str, cost: AtenCost, inputs: Sequence[Any], outputs: Sequence[Any],
-               gather: bool = False, written: Sequence[Any] | None = None, inplace: bool = False) -> Op:
+               gather: bool = False, written: Sequence[Any] | None = None, inplace: bool = False,
+               scalar_operand: bool = False) -> Op:
         """Append one op reading ``inputs`` and writing ``outputs`` (tensors); ``inplace``: it
         writes into tensors it was given (an in-place op, ``out=``), so it allocates none, which
-        its Work says (``shape["inplace"]``, read by the op-class model's fresh-page term)."""
+        its Work says (``shape["inplace"]``, read by the op-class model's fresh-page term);
+        ``scalar_operand``: one operand is a number (``shape["scalar_operand"]``)."""
         import torch
 
         seen: dict[tuple[Any, ...], Any] = {}
@@ -129,9 +131,13 @@ class Recorder:
             attrs.update(self.grouped_attrs)
         if torch._C._current_graph_task_id() != -1:
             attrs["backward"] = True
+        shape = dict(cost.shape)
+        if inplace:
+            shape["inplace"] = 1
+        if scalar_operand:
+            shape["scalar_operand"] = 1
         op = Op(name=name, op_class=cost.op_class,
-                work=Work(flops, {"dram": moved}, launches=1, op=cost.op_class,
-                          shape={**cost.shape, "inplace": 1} if inplace else cost.shape),
+                work=Work(flops, {"dram": moved}, launches=1, op=cost.op_class, shape=shape),
                 inputs=tuple(spec_of(t) for t in distinct), outputs=tuple(spec_of(t) for t in outputs),
                 deps=self._deps(distinct), source=source, attrs=attrs)
         self.ops.append(op)
@@ -173,8 +179,15 @@ class Recorder:
                    and spec.alias_info.is_write and hasattr(a, "shape")]
         # copy_ overwrites its destination without reading it
         reads = [t for t in tensor_args if not (name == "copy_" and t is args[0])]
+        # a Python number (or a 0-dim tensor) as an elementwise op's operand beside a tensor:
+        # PyTorch wraps and promotes it on every call, which costs more than twice a plain op's
+        # dispatch (dispatch:torch-scalar)
+        operands = list(args[:2])
+        scalar = cost.op_class == "elementwise" and any(t.dim() for t in operands if isinstance(t, torch.Tensor)) and \
+            any((isinstance(a, (int, float)) and not isinstance(a, bool)) or (isinstance(a, torch.Tensor) and a.dim() == 0)
+                for a in operands)
         self.record(name, str(func), cost, reads, outputs or mutated, gather=cost.attrs.get("gather", False),
-                    written=(outputs + mutated) or None, inplace=bool(mutated))
+                    written=(outputs + mutated) or None, inplace=bool(mutated), scalar_operand=scalar)
         return out
 
     def quiet(self) -> "_Quiet":
