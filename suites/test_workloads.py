@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import re
 from typing import Any, Callable
 
 import pytest
 
 from pytest_charz import Work
 from pytest_charz.records import OpTiming
+from pytest_charz.workloads.aten_costs import aten_name
 
 #: Profiled passes whose per-op median is recorded (after one dropped pass).
 PROFILE_PASSES = 5
@@ -90,23 +90,17 @@ def _model_dtype(torch: Any, device: Any) -> str:
     return "fp32"
 
 
-def _aten_name(text: str) -> str:
-    """``aten.mm.default`` / ``aten::add_`` / ``add`` -> ``mm`` / ``add`` / ``add``."""
-    name = re.sub(r"^aten(::|\.)", "", str(text)).split(".")[0]
-    return name[:-1] if name.endswith("_") and not name.endswith("__") and name != "copy_" else name
-
-
 def match_profile(graph: Any, events: list[tuple[str, float]]) -> tuple[dict[str, float], int]:
     """Profiled aten ops matched to the graph's ops by aten name and order: the k-th profiled op
     named ``mm`` is the k-th captured op whose source is ``mm``. Returns seconds by op name and
     the number of captured ops no profiled op matched."""
     queues: dict[str, list[float]] = {}
     for name, seconds in events:
-        queues.setdefault(_aten_name(name), []).append(seconds)
+        queues.setdefault(aten_name(name), []).append(seconds)
     times: dict[str, float] = {}
     unmatched = 0
     for op in graph.ops:
-        queue = queues.get(_aten_name(op.source or op.name.rsplit(".", 1)[-1].split("#")[0]))
+        queue = queues.get(aten_name(op.source or op.name.rsplit(".", 1)[-1].split("#")[0]))
         if queue:
             times[op.name] = queue.pop(0)
         else:

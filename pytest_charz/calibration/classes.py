@@ -30,10 +30,12 @@ and the prediction's notes say so.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..errors import FormatError, UsageError
+from ..models.opclass import ALLOC_KIND, gemm_dims
 from ..models.opclass_costs import GEMM_CLASSES, op_class_of, work_dtype
 from .efficiency import CALIBRATION_VERSION, EfficiencyTable, conformal_interval, fit_efficiency
 
@@ -71,9 +73,8 @@ def class_key(work: "Work") -> str:
     if op_class == "transcendental" and isinstance(function, str) and function:
         op_class = f"{op_class}.{function}"
     elif op_class == "gemm":
-        m, n = (work.shape.get(name) for name in ("m", "n"))
-        if all(isinstance(d, (int, float)) and not isinstance(d, bool) and d >= 1 for d in (m, n)) and \
-                min(float(m), float(n)) <= SKINNY_DIM:  # type: ignore[arg-type]
+        dims = gemm_dims(work, op_class)
+        if dims is not None and min(dims[0], dims[1]) <= SKINNY_DIM:
             op_class = f"{op_class}.skinny"
     return f"{op_class}:{work_dtype(work)}"
 
@@ -116,7 +117,7 @@ class ClassFit:
         size = self.table.size_of(work)
         # the fresh pages of a large output are the operating system's cost, which no class
         # microbenchmark pays (their outputs stay below the threshold): not the class's efficiency
-        pages_s = sum(v for term, v in prediction.breakdown.items() if term.startswith("alloc:"))
+        pages_s = sum(v for term, v in prediction.breakdown.items() if term.startswith(f"{ALLOC_KIND}:"))
         time_s = max((prediction.time_s - pages_s) / self.table.at(size) + pages_s, floor_s)
         low, high = self.factors
         notes = list(prediction.notes)
@@ -197,14 +198,14 @@ def fit_classes_with_residuals(points: Sequence[Point], level: float) -> tuple[d
     by_point: dict[int, float] = {}
     scored: list[tuple[str, float]] = []         # (class key, interior residual), once per point
     for key, (table, members) in fits.items():
-        sizes = [table.size_of(p[0]) for p in members]
+        member_sizes = [table.size_of(p[0]) for p in members]
         for index, point in enumerate(members):
             work, predicted_s, measured_s, _ = point
             rest = [p for other, p in enumerate(members) if other != index]
             loo = _table(key, table.size, rest) if rest else table
             residual = math.log(measured_s * loo.at(loo.size_of(work)) / predicted_s)
-            others = [size for other, size in enumerate(sizes) if other != index]
-            inside = bool(others) and min(others) < sizes[index] < max(others)
+            others = [size for other, size in enumerate(member_sizes) if other != index]
+            inside = bool(others) and min(others) < member_sizes[index] < max(others)
             if inside:
                 residuals.setdefault(key, []).append(residual)
             if key == class_key(work):
@@ -216,20 +217,18 @@ def fit_classes_with_residuals(points: Sequence[Point], level: float) -> tuple[d
     pool_scale = _scale([r for _, r in scored])
     scales = {key: _shrunk_scale(residuals.get(key, []), pool_scale) for key in fits}
     scores = [r / scales[key] for key, r in scored]
-    try:
-        pooled_scores = conformal_interval(scores, level) if scores else (1.0, 1.0)
+    try:  # conformal_interval gives exp of the quantiles: back to score units
+        low_score, high_score = (math.log(f) for f in (conformal_interval(scores, level) if scores else (1.0, 1.0)))
         pooled_method = "normalized"
     except UsageError:
-        pooled_scores = (math.exp(min(scores)), math.exp(max(scores)))
-        pooled_method = "range"
+        low_score, high_score, pooled_method = min(scores), max(scores), "range"
     out: dict[str, ClassFit] = {}
     for key, (table, members) in fits.items():
         own = residuals.get(key, [])
         try:
             factors, method = conformal_interval(own, level), "conformal"
         except UsageError:
-            low, high = (math.log(f) for f in pooled_scores)
-            factors = (math.exp(scales[key] * low), math.exp(scales[key] * high))
+            factors = (math.exp(scales[key] * low_score), math.exp(scales[key] * high_score))
             method = pooled_method
         sizes = [math.log10(table.size_of(w)) for w, _, _, _ in members]
         out[key] = ClassFit(key, table, (min(sizes), max(sizes)), len(members),
@@ -244,12 +243,7 @@ SCALE_PRIOR = 3.0
 
 def _scale(residuals: Sequence[float]) -> float:
     """A robust scale of log residuals: their median absolute value over 0.6745 (the normal's)."""
-    if not residuals:
-        return 0.0
-    ordered = sorted(abs(r) for r in residuals)
-    middle = len(ordered) // 2
-    median = ordered[middle] if len(ordered) % 2 else 0.5 * (ordered[middle - 1] + ordered[middle])
-    return median / 0.6745
+    return statistics.median(abs(r) for r in residuals) / 0.6745 if residuals else 0.0
 
 
 def _shrunk_scale(own: Sequence[float], pool: float) -> float:

@@ -34,6 +34,7 @@ from ..models.opclass_costs import op_class_of
 from ..models.registry import get_model
 from ..records import CaseRecord, Run
 from ..work import Work
+from ..workloads.aten_costs import aten_name
 from .classes import summed_interval
 from .fit import Fitted, fit
 from .observations import Observation, RunArg, ceilings_from_run, load_runs, observations
@@ -54,9 +55,7 @@ def op_work(work: Work, source: str, module_code: bool = True) -> Work:
     its Work); an op captured from a model's module code marked ``framework="torch-module"``
     unless ``module_code`` is False (the op timed alone, replayed: its module code is not in its
     time, only the bare framework op's dispatch)."""
-    # the aten op's name: "aten.gelu.default" (a capture's source), "aten::gelu", or "gelu"
-    parts = source.replace("::", ".").split(".")
-    name = (parts[1] if parts[0] == "aten" and len(parts) > 1 else parts[0]).rstrip("_")
+    name = aten_name(source)
     shape: dict[str, Any] = dict(work.shape)
     if work.op == "elementwise" and name in _TRANSCENDENTAL_SOURCES and not work.shape.get("transcendental"):
         shape.update(transcendental=1, function=name)
@@ -161,9 +160,11 @@ def _score_case(fitted: Fitted, merged: WorkloadCase) -> tuple[list[Scored], Sco
     source = HELDOUT if all(op.source == HELDOUT for op in case.ops) else \
         REPLAYED if case.work.shape.get("op_timer") == "replay" else PROFILED
     # (name, Work end to end, Work of the op alone, time): they differ for a replayed op only
-    ops: list[tuple[str, Work, Work, float | None]] = [
-        (op.name, op_work(op.work, op.source), op_work(op.work, op.source, module_code=source != REPLAYED), time_s)
-        for op, time_s in zip(case.ops, merged.op_times)]
+    ops: list[tuple[str, Work, Work, float | None]] = []
+    for op, op_time_s in zip(case.ops, merged.op_times):
+        in_model = op_work(op.work, op.source)
+        alone = op_work(op.work, op.source, module_code=False) if source == REPLAYED else in_model
+        ops.append((op.name, in_model, alone, op_time_s))
     ops = ops or [(case.id, case.work, case.work, None)]
     scored: list[Scored] = []
     parts: list[tuple[str, float, float, float]] = []

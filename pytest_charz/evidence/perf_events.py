@@ -17,6 +17,7 @@ names where perf's tables know the CPU.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
@@ -262,11 +263,7 @@ class PerfEventSource:
         return tuple(notes)
 
     def close(self) -> None:
-        for per_thread in self._fds.values():
-            for fds in per_thread.values():
-                for fd in reversed(fds):
-                    try:
-                        os.close(fd)
-                    except OSError:
-                        pass
+        for fd in (fd for per_thread in self._fds.values() for fds in per_thread.values() for fd in reversed(fds)):
+            with contextlib.suppress(OSError):
+                os.close(fd)
         self._fds = {}

@@ -41,7 +41,8 @@ from .ceilings import Ceilings
 from .comm import collective_terms, transfer_terms
 from .gemm import GemmParams, gemm_tiling
 from .launch import launch_terms
-from .opclass_costs import GEMM_CLASSES, OpCosts, framework_of, op_class_of, work_dtype
+from ..workloads.graph import DTYPE_BYTES
+from .opclass_costs import GEMM_CLASSES, OpCosts, allocator_of, framework_of, op_class_of, work_dtype
 from .roofline import latency_terms, target_label
 
 #: Matrix dimension at which a GEMM reaches half its large-square efficiency, per target kind: the
@@ -62,9 +63,9 @@ _CACHE_LEVELS = ("l1", "l2", "l3")
 #: (mallopt(3), M_MMAP_THRESHOLD).
 FRESH_OUTPUT_BYTES = 32 * 1024 * 1024
 PAGE_BYTES = 4096
-#: Output bytes per element by dtype (a Work's output is one tensor of its elements).
-_DTYPE_BYTES: Mapping[str, int] = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1,
-                                   "int32": 4}
+#: The kind of the fresh-page term, ``alloc:<allocator>``: a cost of the operating system, which
+#: a class calibration's efficiency does not scale (:meth:`pytest_charz.calibration.classes.ClassFit.apply`).
+ALLOC_KIND = "alloc"
 
 
 def _dim(shape: Mapping[str, float], *names: str) -> float | None:
@@ -222,7 +223,7 @@ def output_bytes(work: Work) -> float | None:
     stated = _dim(shape, "output_bytes")
     if stated:
         return stated
-    size = _DTYPE_BYTES.get(work_dtype(work))
+    size = DTYPE_BYTES.get(work_dtype(work))
     if size is None:
         return None
     op_class = op_class_of(work)
@@ -242,18 +243,19 @@ def allocation_terms(work: Work, ceilings: Ceilings, costs: OpCosts) -> dict[str
     its ``shape["pages"]`` at that cost."""
     framework = framework_of(work)
     per_page = costs.fresh_page(framework)
+    term = f"{ALLOC_KIND}:{allocator_of(framework)}"
     if op_class_of(work) == "allocation":
         pages = _dim(work.shape, "pages")
         if per_page is None or not pages:
             raise Uncovered(f"no {framework} fresh-page figure on {target_label(ceilings)} for an allocation of "
                             f"{pages or 0:.0f} page(s) (the runtime suite's fresh-page case measures it)")
-        return {f"alloc:{framework.split('-', 1)[0]}": pages * per_page}
+        return {term: pages * per_page}
     if ceilings.kind != "cpu" or not work.launches:
         return {}
     produced = output_bytes(work)
     if per_page is None or produced is None or produced < FRESH_OUTPUT_BYTES:
         return {}
-    return {f"alloc:{framework.split('-', 1)[0]}": work.launches * math.ceil(produced / PAGE_BYTES) * per_page}
+    return {term: work.launches * math.ceil(produced / PAGE_BYTES) * per_page}
 
 
 def dispatch_terms(work: Work, ceilings: Ceilings, costs: OpCosts) -> dict[str, float]:

@@ -78,6 +78,12 @@ def work_dtype(work: Work) -> str:
     return str(stated) if stated in DTYPES else "*"
 
 
+def allocator_of(framework: str) -> str:
+    """The framework whose allocator a framework variant uses: ``torch-scalar``, ``torch-module``
+    -> ``torch``."""
+    return framework.split("-", 1)[0]
+
+
 def framework_of_kind(kind: str) -> str | None:
     """The framework a dispatch case's ``kind`` names (``numpy-add`` -> ``numpy``,
     ``torch-scalar-add`` -> ``torch-scalar``: the longest known name first), else None."""
@@ -146,7 +152,7 @@ class OpCosts:
     def fresh_page(self, framework: str) -> float | None:
         """Seconds per fresh page of ``framework``'s allocations; a variant of a framework
         (``torch-scalar``, ``torch-module``) allocates as the framework does."""
-        figure = self.fresh_page_s.get(framework) or self.fresh_page_s.get(framework.split("-", 1)[0])
+        figure = self.fresh_page_s.get(framework) or self.fresh_page_s.get(allocator_of(framework))
         return figure.value if figure is not None else None
 
     def filled_from(self, other: "OpCosts") -> "OpCosts":

@@ -104,6 +104,15 @@ def base_name(func: Any) -> str:
     return name
 
 
+def aten_name(text: str) -> str:
+    """``aten.mm.default`` / ``aten::add_`` / ``add`` -> ``mm`` / ``add`` / ``add``: an aten op's
+    name from its text (a capture's source, a profiler's event), in-place variants as
+    :func:`base_name` gives them."""
+    parts = str(text).replace("::", ".").split(".")
+    name = parts[1] if parts[0] == "aten" and len(parts) > 1 else parts[0]
+    return name[:-1] if name.endswith("_") and not name.endswith("__") and name != "copy_" else name
+
+
 def argument(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any], name: str, default: Any = None) -> Any:
     """The value of the argument ``name`` of an aten call, positional or keyword."""
     if name in kwargs:
