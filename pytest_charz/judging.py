@@ -22,26 +22,26 @@ class CaseJudge:
     """Predicts and judges the cases of one session."""
 
     def __init__(self, config: "pytest.Config", spec: "TargetSpec", provenance: Mapping[str, Any]) -> None:
-        from .models.registry import DEFAULT_MODEL, get_model
-        from .models.ceilings import Ceilings
+        from .models.registry import DEFAULT_MODEL
+        from .prediction import load_predictor
         from .store import DirectoryStore
 
         self.spec = spec
         self.target_key = store_target_key(spec)
         root = config.getoption("charz_baselines") or os.path.join(str(config.rootpath), "baselines")
         self.store = DirectoryStore(root)
-        self.model = get_model(config.getoption("charz_model") or DEFAULT_MODEL)
-        ceilings = Ceilings.from_spec(spec)
-        profile_path = config.getoption("charz_profile")
-        if profile_path:
-            from .prediction import read_profile
+        model = config.getoption("charz_model") or DEFAULT_MODEL
+        profile: Any = None
+        if config.getoption("charz_profile"):
             from .session import PROFILE_KEY
 
             # Read and checked once, when the session was configured (a bad file is a usage error).
-            profile = config.stash.get(PROFILE_KEY, None) or read_profile(profile_path)
-            ceilings = Ceilings.from_profile(profile).filled_from(ceilings)
-        self.ceilings = ceilings
-        self.calibration_file = self._load_calibration(root)
+            profile = config.stash.get(PROFILE_KEY, None) or config.getoption("charz_profile")
+        # The calibration of this model on this target, next to the baselines (``charz
+        # calibrate`` writes it there): the same core, and the same checks, as predict().
+        calibration = os.path.join(root, self.target_key, f"calibration-{model}.json")
+        self.predictor = load_predictor(spec, model, profile, calibration if os.path.exists(calibration) else None)
+        self.model = self.predictor.model
         threshold = config.getoption("charz_threshold")
         self.threshold = DEFAULT_THRESHOLD if threshold is None else float(threshold)
         self.strict = bool(config.getoption("charz_strict"))
@@ -50,29 +50,14 @@ class CaseJudge:
         self.save_new = (not config.getoption("charz_quick")) if save is None else bool(save)
         self.provenance = provenance
 
-    def _load_calibration(self, root: str) -> Any:
-        """The calibration of this model on this target (``charz calibrate`` writes it next to
-        the baselines), or None."""
-        path = os.path.join(root, self.target_key, f"calibration-{self.model.name}.json")
-        if not os.path.exists(path):
-            return None
-        from .calibration.file import load_calibration_file
-
-        return load_calibration_file(path)
-
     def predict(self, work: "Work") -> "Prediction":
-        """The calibrated prediction when a calibration exists (its ceilings include the measured
-        figures it was fitted with), else the model on the spec's (or profile's) ceilings."""
-        if self.calibration_file is not None:
-            return self.calibration_file.predict(work)
-        return self.model.predict(work, self.ceilings)
+        """The case's prediction by the session's core (calibrated when a calibration exists)."""
+        return self.predictor.predict(work)
 
     def band(self, prediction: "Prediction") -> Mapping[str, Any] | None:
         """The validated error band of the prediction's regime; None when not validated, so
         model error is not judged rather than judged against a band made up here."""
-        if not prediction.covered or self.calibration_file is None:
-            return None
-        return self.calibration_file.bands.get(prediction.regime)
+        return self.predictor.band(prediction.regime) if prediction.covered else None
 
     def judge(self, record: "CaseRecord", prediction: "Prediction", threshold: float | None,
               strict: bool | None) -> "Verdict":

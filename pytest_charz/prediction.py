@@ -1,33 +1,41 @@
-"""Predictions outside pytest: ``predict(work, target=..., model=..., profile=..., calibration=...)``.
+"""Predictions outside pytest: ``predict(work, target=..., model=..., profile=..., calibration=...)``
+and :func:`load_predictor`, which every path uses to build the one prediction core
+(:class:`~pytest_charz.calibration.predictor.Predictor`) from what a user passes.
 
 Ceilings come from the target's datasheet spec, or from a capability profile when one is given
 (figures the profile lacks, such as capacities or unit counts, are filled from the spec; every
 figure keeps its source). ``spec-roofline`` always uses the datasheet; ``empirical-roofline``
-needs a profile. The ``opclass`` model also gets the profile's op-class figures (the measured
-GEMM, dispatch per framework), or the calibration's where it has them.
-A :class:`~pytest_charz.calibration.efficiency.Calibration` divides the model's
-prediction by the fitted efficiency, never below the roofline floor.
+needs a profile. With a calibration, the ceilings are the ones it was fitted against (the spec
+filled with the figures measured on its calibration cases), filled from the profile's; the
+``opclass`` model gets the calibration's op-class figures, filled from the profile's.
 
-This façade sits above ``models`` (which know nothing of profiles on disk or calibrations);
-:func:`pytest_charz.predict` calls :func:`predict`. (Not named ``predict.py``: a submodule of that
-name would replace the ``pytest_charz.predict`` function once imported.)
+A calibration is ``charz calibrate``'s file in any form: its path, the document as written (a
+mapping), or the :class:`~pytest_charz.calibration.file.CalibrationFile` it loads to; all give
+the same predictions. It is checked against what it is used with: another model, another target
+or another host CPU than the one it was measured on is a UsageError naming the file and what
+differs. (Not named ``predict.py``: a submodule of that name would replace the
+``pytest_charz.predict`` function once imported.)
 """
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Sequence, Union, overload
+from typing import TYPE_CHECKING, Any, Mapping, Sequence, Union, overload
 
-from .calibration.efficiency import Calibration
-from .errors import UsageError
-from .formats import PROFILE
+from .calibration.file import CalibrationFile, load_calibration_file
+from .calibration.predictor import Predictor
+from .errors import FormatError, UsageError
+from .formats import CALIBRATION, PROFILE
 from .models.base import Model, Prediction
 from .models.ceilings import Ceilings
 from .models.registry import DEFAULT_MODEL, get_model
-from .models.roofline import roofline_floor_or_zero_s
 from .work import Work
 
+if TYPE_CHECKING:
+    from .targets.spec import TargetSpec
+
 ProfileArg = Union[Mapping[str, Any], str, "os.PathLike[str]", None]
-CalibrationArg = Union[Calibration, Mapping[str, Any], None]
+CalibrationArg = Union[CalibrationFile, Mapping[str, Any], str, "os.PathLike[str]", None]
+TargetArg = Union[str, "TargetSpec", None]
 
 
 def read_profile(profile: Mapping[str, Any] | str | os.PathLike[str]) -> Mapping[str, Any]:
@@ -38,84 +46,145 @@ def read_profile(profile: Mapping[str, Any] | str | os.PathLike[str]) -> Mapping
     return PROFILE.load(profile)
 
 
-def ceilings_for(target: str, model: str = DEFAULT_MODEL, profile: ProfileArg = None) -> Ceilings:
-    """The ceilings ``model`` should see for ``target`` (and ``profile``, a mapping or file path)."""
-    from .targets.catalogue import resolve
+def read_calibration(calibration: CalibrationArg) -> tuple[CalibrationFile | None, str]:
+    """``calibration`` in any accepted form as ``(CalibrationFile, where it came from)``.
 
-    spec = resolve(target)
-    if model == "spec-roofline":  # the datasheet roofline: priors only for figures it lacks
-        return Ceilings.from_spec(spec, priors="missing")
-    spec_ceilings = Ceilings.from_spec(spec)
-    if profile is None:
-        if model == "empirical-roofline":
-            raise UsageError("empirical-roofline predicts from measured ceilings: pass profile=")
-        return spec_ceilings
-    measured = Ceilings.from_profile(read_profile(profile))
-    if measured.target_id and measured.target_id != spec_ceilings.target_id:
-        raise UsageError(
-            f"the profile is of {measured.target_id!r}, not of target {spec_ceilings.target_id!r}; "
-            f"pass target={measured.target_id!r}"
-        )
-    return measured.filled_from(spec_ceilings)
-
-
-def _calibration_for(model: Model, calibration: CalibrationArg) -> Calibration | None:
-    """``calibration`` as a Calibration of ``model`` (UsageError when it is another model's)."""
+    A path or a document that is not a calibration file, or the ``"calibration"`` record nested
+    in one (it lacks the ceilings and bands the fit was made against), is a UsageError naming it.
+    """
+    if calibration is None:
+        return None, ""
+    if isinstance(calibration, CalibrationFile):
+        return calibration, "the given calibration"
+    if isinstance(calibration, (str, os.PathLike)):
+        path = os.fspath(calibration)
+        if not os.path.exists(path):
+            raise UsageError(f"calibration file {path!r} does not exist")
+        try:
+            return load_calibration_file(path), path
+        except FormatError as exc:
+            raise UsageError(f"{exc} (write one with `charz calibrate RUN`)") from None
     if isinstance(calibration, Mapping):
-        calibration = Calibration.from_json(calibration)
-    if calibration is not None and calibration.model != model.name:
-        raise UsageError(f"the calibration is for model {calibration.model!r}, not {model.name!r}")
-    return calibration
+        if calibration.get("kind") != CALIBRATION.kind and "tables" in calibration:
+            raise UsageError("the calibration given is the 'calibration' record nested in a calibration file, "
+                             "without the ceilings and bands it was fitted with: pass the whole file (its path "
+                             "or its document)")
+        try:
+            return CalibrationFile.from_json(calibration, "the calibration document"), "the calibration document"
+        except FormatError as exc:
+            raise UsageError(str(exc)) from None
+    raise UsageError(f"calibration= takes a calibration file's path, its document or a CalibrationFile, "
+                     f"got {type(calibration).__name__}")
 
 
-def with_measured_costs(model: Model, profile: ProfileArg, calibration: Calibration | None) -> Model:
-    """A model with op-class figures (``opclass``) given the measured ones: the calibration's
-    first (its class fits were made against them), then the profile's; other models as they are."""
-    with_costs = getattr(model, "with_costs", None)
-    if with_costs is None:
-        return model
-    from .models.ceilings_profile import read_op_costs
-    from .models.opclass_costs import OpCosts
+def _spec_of(target: TargetArg) -> "TargetSpec":
+    from .targets.catalogue import resolve
+    from .targets.spec import TargetSpec
 
-    costs = read_op_costs(read_profile(profile)) if profile is not None else OpCosts()
-    if calibration is not None and calibration.costs is not None:
-        costs = calibration.costs.filled_from(costs)
-    return with_costs(costs) if costs else model
+    if isinstance(target, TargetSpec):
+        return target
+    if not isinstance(target, str) or not target:
+        raise UsageError(f"target must be a catalogue id or alias (or 'cpu'), got {target!r}")
+    return resolve(target)
+
+
+def spec_ceilings(spec: "TargetSpec", model: str) -> Ceilings:
+    """The ceilings ``model`` sees from ``spec``'s datasheet: ``spec-roofline`` takes the cited
+    priors only for figures the datasheet lacks, every other model all of them."""
+    return Ceilings.from_spec(spec, priors="missing") if model == "spec-roofline" else Ceilings.from_spec(spec)
+
+
+def _check_calibration_target(calfile: CalibrationFile, source: str, spec: "TargetSpec") -> None:
+    """A calibration used for ``spec``: the same target id, and for a host CPU the same CPU."""
+    if calfile.target != spec.id:
+        raise UsageError(f"the calibration {source!r} is of target {calfile.target!r}, not {spec.id!r}; "
+                         f"predict with target={calfile.target!r} (or calibrate on runs of {spec.id!r})")
+    if calfile.host and spec.identity.kind == "cpu" and calfile.host != spec.identity.name:
+        raise UsageError(f"the calibration {source!r} was measured on the CPU {calfile.host!r}, not on this "
+                         f"host's {spec.identity.name!r}: calibrate on a run of this host, or leave target= "
+                         f"out to predict for the CPU it was measured on")
+
+
+def load_predictor(target: TargetArg = None, model: "str | Model | None" = None, profile: ProfileArg = None,
+                   calibration: CalibrationArg = None) -> Predictor:
+    """The prediction core for ``target`` (a catalogue name or alias, ``cpu``, or a TargetSpec),
+    ``model`` (a registry name or a model object), ``profile`` (a capability profile: mapping or
+    path) and ``calibration`` (module docstring), each loaded and checked once.
+
+    Left out, the target and the model are the calibration's, else the target is the profile's;
+    with neither a target, a calibration nor a profile, it is a UsageError.
+    """
+    calfile, source = read_calibration(calibration)
+    measured = read_profile(profile) if profile is not None else None
+    if model is None:
+        chosen = get_model(calfile.model if calfile is not None else DEFAULT_MODEL)
+    else:
+        chosen = get_model(model) if isinstance(model, str) else model
+    if not isinstance(chosen, Model):
+        raise UsageError(f"model must be a registry name or a model object, got {model!r}")
+    profile_ceilings = Ceilings.from_profile(measured) if measured is not None else None
+    if target is None:
+        if calfile is None and not (profile_ceilings and profile_ceilings.target_id):
+            raise UsageError("a prediction needs a target: pass target= (a catalogue id or alias, or 'cpu'), "
+                             "a calibration or a profile of one")
+        target = None if calfile is not None else profile_ceilings.target_id  # type: ignore[union-attr]
+    spec = _spec_of(target) if target is not None else None
+    target_id = spec.id if spec is not None else calfile.target  # type: ignore[union-attr]
+    if profile_ceilings is not None and profile_ceilings.target_id and profile_ceilings.target_id != target_id:
+        raise UsageError(f"the profile is of {profile_ceilings.target_id!r}, not of target {target_id!r}; "
+                         f"pass target={profile_ceilings.target_id!r}")
+    if calfile is not None:
+        if spec is not None:
+            _check_calibration_target(calfile, source, spec)
+        if calfile.model != chosen.name:
+            raise UsageError(f"the calibration {source!r} is of model {calfile.model!r}, not {chosen.name!r}; "
+                             f"pass model={calfile.model!r} or calibrate {chosen.name!r}")
+        ceilings = calfile.ceilings
+    else:
+        assert spec is not None
+        if chosen.name == "spec-roofline":
+            return Predictor.of(chosen, spec_ceilings(spec, chosen.name), target=spec.id)
+        ceilings = spec_ceilings(spec, chosen.name)
+        if profile_ceilings is None and chosen.name == "empirical-roofline":
+            raise UsageError("empirical-roofline predicts from measured ceilings: pass profile=")
+    if profile_ceilings is not None:
+        ceilings = profile_ceilings.filled_from(ceilings) if calfile is None else ceilings.filled_from(profile_ceilings)
+    op_costs = None
+    if measured is not None and getattr(chosen, "with_costs", None) is not None:
+        from .models.ceilings_profile import read_op_costs
+
+        op_costs = read_op_costs(measured)
+    if calfile is not None:
+        return Predictor.of(chosen, ceilings, calfile.calibration, calfile.bands, op_costs=op_costs,
+                            target=target_id, calibration_source=source)
+    return Predictor.of(chosen, ceilings, op_costs=op_costs, target=target_id)
 
 
 @overload
-def predict(work_or_works: Work, target: str = ..., model: str | Model = ..., profile: ProfileArg = ...,
-            calibration: CalibrationArg = ...) -> Prediction: ...
+def predict(work_or_works: Work, target: TargetArg = ..., model: "str | Model | None" = ...,
+            profile: ProfileArg = ..., calibration: CalibrationArg = ...) -> Prediction: ...
 @overload
-def predict(work_or_works: Sequence[Work], target: str = ..., model: str | Model = ...,
+def predict(work_or_works: Sequence[Work], target: TargetArg = ..., model: "str | Model | None" = ...,
             profile: ProfileArg = ..., calibration: CalibrationArg = ...) -> list[Prediction]: ...
 def predict(
     work_or_works: Work | Sequence[Work],
-    target: str = "h100-sxm",
-    model: str | Model = DEFAULT_MODEL,
+    target: TargetArg = None,
+    model: "str | Model | None" = None,
     profile: ProfileArg = None,
     calibration: CalibrationArg = None,
 ) -> Prediction | list[Prediction]:
     """Predict one Work (-> Prediction) or a sequence of them (-> list, same order); times in s.
 
-    ``target`` is a catalogue name or alias; ``model`` a registry name
-    (:data:`pytest_charz.models.registry.MODELS`) or a model object; ``profile`` a capability
-    profile (mapping or file path); ``calibration`` a :class:`Calibration` (or its JSON mapping)
-    fitted for this model.
+    ``target`` is a catalogue name or alias (``cpu``: this host); ``model`` a registry name
+    (:data:`pytest_charz.models.registry.MODELS`, default ``opclass``) or a model object;
+    ``profile`` a capability profile (mapping or file path); ``calibration`` the file ``charz
+    calibrate`` wrote (its path, its document or the loaded CalibrationFile). Left out, the
+    target and model are the calibration's (the target else the profile's). See
+    :func:`load_predictor` for the checks.
     """
-    chosen = get_model(model) if isinstance(model, str) else model
-    ceilings = ceilings_for(target, chosen.name, profile)
-    fitted = _calibration_for(chosen, calibration)
-    chosen = with_measured_costs(chosen, profile, fitted)
-
-    def one(work: Work) -> Prediction:
-        if not isinstance(work, Work):
-            raise UsageError(f"predict takes a Work or a sequence of Work, got {work!r}")
-        prediction = chosen.predict(work, ceilings)
-        if fitted is None or not prediction.covered:
-            return prediction
-        return fitted.adjust(prediction, work, roofline_floor_or_zero_s(work, ceilings))
-
+    predictor = load_predictor(target, model, profile, calibration)
     if isinstance(work_or_works, Work):
-        return one(work_or_works)
-    return [one(work) for work in work_or_works]
+        return predictor.predict(work_or_works)
+    if isinstance(work_or_works, (str, bytes)) or not isinstance(work_or_works, Sequence):
+        raise UsageError(f"predict takes a Work or a sequence of Work, got {work_or_works!r}")
+    return predictor.predict_all(work_or_works)

@@ -13,6 +13,7 @@ import pytest
 from charz_factories import case_json, measurement_json, run_json
 from pytest_charz.calibration.classes import class_key
 from pytest_charz.calibration.fit import fit
+from pytest_charz.errors import UsageError
 from pytest_charz.calibration.observations import ceilings_from_run, observations
 from pytest_charz.calibration.validate import validate
 from pytest_charz.calibration.workloads import is_workload, validate_workloads
@@ -205,7 +206,8 @@ def test_the_calibration_round_trips_and_predict_applies_it() -> None:
     direct = fitted.predict(user)
     assert direct.covered and direct.interval_s[0] < direct.time_s < direct.interval_s[1]
     assert type(fitted.calibration).from_json(data).classes.keys() == fitted.calibration.classes.keys()
-    with pytest.raises(Exception, match="calibration is for model"):
+    # the record nested in a calibration file lacks the ceilings and bands it was fitted with
+    with pytest.raises(UsageError, match="nested in a calibration file"):
         predict(user, target="cpu", model="composite", calibration=data)
 
 

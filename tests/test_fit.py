@@ -187,12 +187,12 @@ def test_calibrate_refuses_mixed_targets_and_uncovering_models() -> None:
 
 
 def test_op_classes_separate_thread_counts_and_kernels() -> None:
-    from pytest_charz.calibration.observations import op_class
+    from pytest_charz.calibration.efficiency import calibration_key
     from pytest_charz.work import Work
 
     one = Work(bytes={"l2": 1e6}, op="read", shape={"threads": 1, "working_set_bytes": 1e6})
     two = Work(bytes={"l2": 1e6}, op="read", shape={"threads": 2, "working_set_bytes": 1e6})
     triad = Work(flops=2e6, bytes=24e6, dtype="fp64", op="stream", shape={"kernel": "triad", "threads": 2})
-    assert op_class(one) != op_class(two)
-    assert op_class(triad) == "stream:fp64@kernel=triad,threads=2"
-    assert op_class(Work(flops=1.0, dtype="fp32", op="gemm", shape={"m": 4})) == "gemm:fp32"
+    assert calibration_key(one) != calibration_key(two)
+    assert calibration_key(triad) == "stream:fp64@kernel=triad,threads=2"
+    assert calibration_key(Work(flops=1.0, dtype="fp32", op="gemm", shape={"m": 4})) == "gemm:fp32"

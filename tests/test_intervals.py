@@ -77,7 +77,7 @@ def test_a_calibration_with_classes_applies_them_before_its_tables() -> None:
     table = EfficiencyTable("gemm", "flops", (6.0,), (0.1,))
     calibration = Calibration("opclass", {"gemm": table}, (0.5, 2.0), 0.9, {"gemm:fp32": fitted_class()})
     prediction = Prediction.of_terms("opclass", 1.0, "compute:fp32", {"compute:fp32": 1.0})
-    adjusted = calibration.adjust(prediction, Work(flops=1e9, op="gemm"), 0.0)
+    adjusted = calibration.apply(prediction, Work(flops=1e9, op="gemm"), 0.0)
     assert adjusted.time_s == pytest.approx(1.0 / fitted_class().table.at(1e9))
     restored = Calibration.from_json(calibration.to_json())
     assert restored.classes["gemm:fp32"] == fitted_class()

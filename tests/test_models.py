@@ -426,12 +426,12 @@ def test_calibration_divides_by_efficiency_but_never_beats_the_roofline() -> Non
     work = gemm(1000, 1000, 1000)  # 2e9 FLOPs: efficiency 0.65
     raw = Composite().predict(work, h100_like())
     calibration = Calibration("composite", {"gemm": TRUE_TABLE}, interval=(0.9, 1.2), level=0.9)
-    adjusted = calibration.adjust(raw, work, floor_s=0.0)
+    adjusted = calibration.apply(raw, work, floor_s=0.0)
     assert adjusted.time_s == pytest.approx(raw.time_s / TRUE_TABLE.at(2e9))
     assert adjusted.interval_s == (pytest.approx(0.9 * adjusted.time_s), pytest.approx(1.2 * adjusted.time_s))
     assert adjusted.model == "composite+calibration"
     optimistic = Calibration("composite", {"": EfficiencyTable("", "flops", (0.0,), (50.0,))})
-    assert optimistic.adjust(raw, work, floor_s=raw.time_s / 2).time_s == pytest.approx(raw.time_s / 2)
+    assert optimistic.apply(raw, work, floor_s=raw.time_s / 2).time_s == pytest.approx(raw.time_s / 2)
     assert Calibration.from_json(calibration.to_json()) == calibration
 
 
@@ -478,10 +478,17 @@ def test_predict_with_a_profile_and_a_calibration(tmp_path) -> None:
     assert datasheet.time_s == pytest.approx(0.8)
     with pytest.raises(UsageError, match="profile="):
         predict(Work(bytes=1.0), target="tiny", model="empirical-roofline")
-    calibration = Calibration("composite", {"": EfficiencyTable("", "bytes", (0.0,), (0.5,))}).to_json()
+    from pytest_charz.calibration.file import CalibrationFile
+    from pytest_charz.models.ceilings import Ceilings
+
+    # a calibration predicts on the ceilings it was fitted against: here the profile's
+    fitted_on = Ceilings.from_profile(profile()).filled_from(Ceilings.from_spec(tiny_spec()))
+    calibration = CalibrationFile("tiny", "composite", Calibration("composite", {"": EfficiencyTable(
+        "", "bytes", (0.0,), (0.5,))}), fitted_on, {}, {}, (), "").to_json()
     slowed = predict(Work(bytes=8e11), target="tiny", profile=profile(), calibration=calibration)
     assert slowed.time_s == pytest.approx(2.0)
-    with pytest.raises(UsageError, match="calibration is for"):
+    assert predict(Work(bytes=8e11), calibration=calibration).time_s == pytest.approx(2.0)  # the file's target
+    with pytest.raises(UsageError, match="of model 'composite', not 'gemm'"):
         predict(Work(bytes=1.0), target="tiny", model="gemm", calibration=calibration)
     with pytest.raises(UsageError, match="target='other'"):
         predict(Work(bytes=1.0), target="tiny", profile=profile(target={"id": "other"}))

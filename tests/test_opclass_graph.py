@@ -35,7 +35,13 @@ def test_the_latency_interval_sums_the_ops_intervals() -> None:
                                       ("x",), (0.8, 1.3), "conformal")
     calibration = Calibration("opclass", {}, (1.0, 1.0), 0.9,
                               {"elementwise:fp32": flat("elementwise:fp32", "bytes"), "gemm:fp32": flat("gemm:fp32", "flops")})
-    result = predict_graph(chain(), "cpu", model="opclass", profile=PROFILE, calibration=calibration)
+    from pytest_charz.calibration.file import CalibrationFile
+    from pytest_charz.prediction import load_predictor
+
+    # the class fits as a calibration file of this host's ceilings (the ones it is fitted against)
+    fitted_on = load_predictor("cpu", "opclass", PROFILE).ceilings
+    calibration_file = CalibrationFile(fitted_on.target_id, "opclass", calibration, fitted_on, {}, {}, (), "")
+    result = predict_graph(chain(), "cpu", model="opclass", profile=PROFILE, calibration=calibration_file)
     low, high = result.interval_s
     assert low < result.latency_s < high
     uncalibrated = predict_graph(chain(), "cpu", model="opclass", profile=PROFILE)

@@ -3,7 +3,7 @@
 * :class:`EfficiencyTable`: per op class, efficiency (predicted / measured time) as a
   piecewise-linear function of log10 of the work's size, flat beyond its end knots.
 * :class:`Calibration`: a model's efficiency tables and its conformal interval factors, applied
-  to that model's predictions by :meth:`Calibration.adjust`.
+  to that model's predictions by :meth:`Calibration.apply`.
 * :func:`fit_efficiency`: least squares on log error (SciPy) -> EfficiencyTable.
 * :func:`conformal_interval`: split-conformal (low, high) time factors from held-out log ratios.
 
@@ -32,6 +32,17 @@ def _check_version(kind: str, data: Mapping[str, Any]) -> None:
 
 
 SIZE_AMOUNTS = ("flops", "bytes", "accesses", "launches", "transfers")
+# Shape keys that name a variant of an op whose efficiency differs wholesale: the thread count
+# (a read sweep on one core is half as fast as on two), the STREAM kernel, the transfer kind.
+VARIANT_KEYS = ("kernel", "kind", "pinned", "threads", "role")
+
+
+def calibration_key(work: "Work") -> str:
+    """The key of ``work``'s efficiency table: ``op:dtype`` when its FLOPs are of one dtype, else
+    ``op`` (``""`` for no op), with the variant keys of its shape (``read@threads=2``)."""
+    name = f"{work.op}:{next(iter(work.flops))}" if len(work.flops) == 1 else work.op
+    variants = [f"{key}={work.shape[key]}" for key in VARIANT_KEYS if key in work.shape]
+    return f"{name}@{','.join(variants)}" if variants else name
 
 
 @dataclass(frozen=True)
@@ -117,10 +128,17 @@ class Calibration:
         object.__setattr__(self, "tables", dict(self.tables))
         object.__setattr__(self, "classes", dict(self.classes))
 
-    def adjust(self, prediction: "Prediction", work: "Work", floor_s: float) -> "Prediction":
-        """``prediction`` divided by the op's efficiency, never below ``floor_s`` (the roofline
-        bound), with the interval scaled by the conformal factors. The breakdown keeps the
-        uncalibrated terms; the model name gains ``+calibration``.
+    def apply(self, prediction: "Prediction", work: "Work", floor_s: float,
+              bands: Mapping[str, Mapping[str, Any]] | None = None) -> "Prediction":
+        """``prediction`` (of this calibration's model, on the ceilings it was fitted against)
+        divided by the efficiency fitted for ``work``, never below ``floor_s`` (the roofline bound).
+
+        The fit is, first found: the class fit of the work's most specific class key
+        (:func:`.classes.lookup`, models with op-class figures), with its own interval; else the
+        table of the work's calibration key (:func:`calibration_key`), of its op, or the ``""``
+        table, with the interval of ``bands[regime]`` (relative errors ``lo``, ``hi``) when there
+        is one, else the pooled factors. The breakdown keeps the uncalibrated terms; the model
+        name gains ``+calibration``. This is the only place a calibration changes a prediction.
         """
         if not prediction.covered:
             return prediction
@@ -130,10 +148,14 @@ class Calibration:
             fitted = lookup(self.classes, work)
             if fitted is not None:
                 return fitted.apply(prediction, work, floor_s)
-        table = self.tables.get(work.op) or self.tables.get("")
+        table = self.tables.get(calibration_key(work)) or self.tables.get(work.op) or self.tables.get("")
         time_s = prediction.time_s / table.at(table.size_of(work)) if table else prediction.time_s
         time_s = max(time_s, floor_s)
-        low, high = self.interval
+        band = (bands or {}).get(prediction.regime)
+        if band is not None:
+            low, high = 1.0 + float(band["lo"]), 1.0 + float(band["hi"])
+        else:
+            low, high = self.interval
         return replace(prediction, time_s=time_s, interval_s=(time_s * low, time_s * high),
                        model=f"{prediction.model}+calibration")
 

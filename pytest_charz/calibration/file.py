@@ -2,13 +2,16 @@
 
 Calibration file (``formats.CALIBRATION``, version 1)::
 
-    {"version": 1, "kind": "charz-calibration", "target": id, "model": name, "created": ISO-8601,
+    {"version": 1, "kind": "charz-calibration", "target": id, "host": CPU name, "model": name,
+     "created": ISO-8601,
      "calibration": Calibration JSON (tables by op and by op class, pooled interval),
      "ceilings": Ceilings JSON (the spec, filled from the calibration cases),
      "bands": {regime: {"lo", "hi", "n", "level", "coverage", "method"}},
      "fitted_on": {"runs": [{"path", "created"}], "cases": [ids]}, "held_out": [ids]}
 
-``lo`` and ``hi`` are relative errors; ``method`` is described in :mod:`.fit`; ``coverage`` is
+``host`` names the CPU of the runs when the target is a host CPU (the identity name of its
+TargetSpec; empty otherwise and in files written before it): a calibration is never used for
+another CPU. ``lo`` and ``hi`` are relative errors; ``method`` is described in :mod:`.fit`; ``coverage`` is
 the fraction of held-out cases of the regime inside the band (null without held-out cases).
 ``charz calibrate`` (:mod:`pytest_charz.report.calibration_command`) writes it next to the
 baselines, where the plugin's judge reads it.
@@ -17,7 +20,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..errors import FormatError, UsageError
 from ..formats import CALIBRATION
@@ -27,9 +30,13 @@ from ..models.ceilings import Ceilings
 from ..models.registry import DEFAULT_MODEL, get_model
 from ..work import Work
 from .efficiency import Calibration
-from .fit import band_coverage, calibrated_prediction, fit
+from .fit import band_coverage, fit
+from .predictor import Predictor
 from .observations import RunArg, ceilings_from_run, load_runs, observations, split_cases
 from .workloads import is_workload
+
+if TYPE_CHECKING:
+    from ..models.opclass_costs import OpCosts
 
 
 @dataclass(frozen=True)
@@ -44,15 +51,23 @@ class CalibrationFile:
     fitted_on: Mapping[str, Any]
     held_out: tuple[str, ...]
     created: str
+    host: str = ""
+
+    def predictor(self, source: str = "", op_costs: "OpCosts | None" = None) -> Predictor:
+        """The prediction core of this calibration: its model on the ceilings it was fitted
+        against, the op-class figures it measured (filled from ``op_costs``, a profile's), its
+        bands; ``source`` names where it came from in error messages."""
+        return Predictor.of(get_model(self.model), self.ceilings, self.calibration, self.bands, op_costs=op_costs,
+                            target=self.target, calibration_source=source)
 
     def predict(self, work: Work) -> Prediction:
         """The calibrated prediction of ``work`` on this file's target."""
-        return calibrated_prediction(get_model(self.model), self.calibration, self.ceilings, work, self.bands)
+        return self.predictor().predict(work)
 
     def to_json(self) -> dict[str, Any]:
         # version before kind: the key order of the files already written (and of the golden files)
         return {"version": CALIBRATION.version, "kind": CALIBRATION.kind, "target": self.target,
-                "model": self.model, "created": self.created, "calibration": self.calibration.to_json(),
+                **({"host": self.host} if self.host else {}), "model": self.model, "created": self.created, "calibration": self.calibration.to_json(),
                 "ceilings": self.ceilings.to_json(), "bands": {r: dict(b) for r, b in self.bands.items()},
                 "fitted_on": dict(self.fitted_on), "held_out": list(self.held_out)}
 
@@ -64,7 +79,8 @@ class CalibrationFile:
             bands = {str(r): {**b, "lo": float(b["lo"]), "hi": float(b["hi"])} for r, b in document["bands"].items()}
             return cls(str(document["target"]), str(document["model"]), Calibration.from_json(document["calibration"]),
                        Ceilings.from_json(document["ceilings"]), bands, dict(document["fitted_on"]),
-                       tuple(document.get("held_out") or ()), str(document.get("created", "")))
+                       tuple(document.get("held_out") or ()), str(document.get("created", "")),
+                       str(document.get("host") or ""))
         except (KeyError, TypeError, ValueError) as exc:
             raise FormatError(f"{source}: calibration file is malformed: {exc!r}") from exc
 
@@ -119,4 +135,5 @@ def calibrate(runs: Sequence[RunArg], model: str = DEFAULT_MODEL, target: str | 
         fitted_on={"runs": [{"path": run.path, "created": run.created} for run in chosen],
                    "cases": [c.case_id for c in fit_cases]},
         held_out=tuple(c.case_id for c in held),
-        created=utc_now_iso(timespec="seconds"))
+        created=utc_now_iso(timespec="seconds"),
+        host=chosen[0].target.name if chosen[0].target.kind == "cpu" else "")

@@ -1,7 +1,7 @@
 """Fitting a model to observations: efficiency per op class and conformal bands per regime.
 
 Per op class (``op:dtype`` for single-dtype FLOPs, else ``op``; see
-:func:`~pytest_charz.calibration.observations.op_class`), :func:`fit` fits predicted / measured
+:func:`~pytest_charz.calibration.efficiency.calibration_key`), :func:`fit` fits predicted / measured
 time against log10 of the class's size (FLOPs for compute-bound classes, bytes for memory-bound
 ones, accesses, launches or transfer bytes otherwise) with
 :func:`~pytest_charz.calibration.efficiency.fit_efficiency`. Interval factors are split-conformal
@@ -16,17 +16,16 @@ the widest residuals seen, coverage not guaranteed).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from ..errors import UsageError
 from ..models.base import REGIMES, Model, Prediction
 from ..models.ceilings import Ceilings
-from ..models.roofline import roofline_floor_or_zero_s
 from ..work import Work
 from .efficiency import Calibration, EfficiencyTable, conformal_interval, fit_efficiency
-from .observations import (Observation, measured_ceilings, measured_op_costs, model_ceilings, net_bandwidths,
-                           op_class)
+from .observations import Observation, measured_ceilings, measured_op_costs, model_ceilings, net_bandwidths
+from .predictor import Predictor
 
 _SIZE_OF_REGIME = {"compute": "flops", "memory": "bytes", "latency": "accesses", "launch": "launches",
                    "transfer": "transfers"}
@@ -43,37 +42,14 @@ class Fitted:
     bands: Mapping[str, Mapping[str, Any]]
     residuals: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
 
+    @property
+    def predictor(self) -> Predictor:
+        """The prediction core of this fit: its model, ceilings, calibration and bands."""
+        return Predictor.of(self.model, self.ceilings, self.calibration, self.bands)
+
     def predict(self, work: Work) -> Prediction:
         """The calibrated prediction, its interval from the band of its regime."""
-        return calibrated_prediction(self.model, self.calibration, self.ceilings, work, self.bands)
-
-
-def calibrated_prediction(model: Model, calibration: Calibration, ceilings: Ceilings, work: Work,
-                          bands: Mapping[str, Mapping[str, Any]] | None = None) -> Prediction:
-    """``model``'s prediction divided by the efficiency of the work's op class (else op, else the
-    ``""`` table), never below the roofline floor; interval from ``bands[regime]`` when there is
-    one, else the calibration's pooled factors."""
-    with_costs = getattr(model, "with_costs", None)
-    if calibration.costs is not None and with_costs is not None:
-        model = with_costs(calibration.costs)
-    prediction = model.predict(work, ceilings)
-    if not prediction.covered:
-        return prediction
-    floor_s = roofline_floor_or_zero_s(work, ceilings)
-    if calibration.classes:
-        from .classes import lookup
-
-        fitted_class = lookup(calibration.classes, work)
-        if fitted_class is not None:
-            # the class's own interval (its residuals, widened when extrapolated), not the regime's band
-            return fitted_class.apply(prediction, work, floor_s)
-    table = calibration.tables.get(op_class(work))
-    by_class = replace(calibration, tables={work.op: table}) if table else calibration
-    adjusted = by_class.adjust(prediction, work, floor_s)
-    band = (bands or {}).get(adjusted.regime)
-    if band is None:
-        return adjusted
-    return adjusted.with_interval(adjusted.time_s * (1 + band["lo"]), adjusted.time_s * (1 + band["hi"]))
+        return self.predictor.predict(work)
 
 
 def _size_amount(members: Sequence[tuple[Observation, Prediction]]) -> str:
@@ -90,7 +66,7 @@ def _fit_tables(points: Sequence[tuple[Observation, Prediction]], knots: int) ->
     by_class: dict[str, list[tuple[Observation, Prediction]]] = {}
     by_op: dict[str, list[tuple[Observation, Prediction]]] = {}
     for case, prediction in points:
-        by_class.setdefault(case.op_class, []).append((case, prediction))
+        by_class.setdefault(case.calibration_key, []).append((case, prediction))
         by_op.setdefault(case.work.op, []).append((case, prediction))
     tables: dict[str, EfficiencyTable] = {}
     for groups in (by_op, by_class):  # class tables replace op tables of the same name
@@ -148,11 +124,11 @@ def fit(model: Model, cases: Sequence[Observation], spec: Ceilings, level: float
         return _fit_by_class(model, ceilings, points, tables, costs, level)
     residuals: dict[str, list[float]] = {}
     for index, (case, prediction) in enumerate(points):
-        rest = [point for other, point in enumerate(points) if other != index and point[0].op_class == case.op_class]
+        rest = [point for other, point in enumerate(points) if other != index and point[0].calibration_key == case.calibration_key]
         if not rest:
             continue  # a class of one case has no out-of-sample residual
         loo = Calibration(model.name, _fit_tables(rest, knots))
-        predicted = calibrated_prediction(model, loo, ceilings, case.work)
+        predicted = Predictor.of(model, ceilings, loo).predict(case.work)
         residuals.setdefault(prediction.regime, []).append(math.log(case.measured_s / predicted.time_s))
     pooled = [r for values in residuals.values() for r in values]
     interval = _factors(pooled, level)

@@ -27,6 +27,7 @@ from ..curves.links import link_figures
 from ..records import Run
 from ..targets.spec import Figure
 from ..work import MEMORY_LEVELS, Work
+from .efficiency import calibration_key
 
 RunArg = Union[Run, str, "os.PathLike[str]"]
 
@@ -70,21 +71,8 @@ class Observation:
     runs: int = 1
 
     @property
-    def op_class(self) -> str:
-        return op_class(self.work)
-
-
-# Shape keys that name a variant of an op whose efficiency differs wholesale: the thread count
-# (a read sweep on one core is half as fast as on two), the STREAM kernel, the transfer kind.
-VARIANT_KEYS = ("kernel", "kind", "pinned", "threads", "role")
-
-
-def op_class(work: Work) -> str:
-    """``op:dtype`` when the work's FLOPs are of one dtype, else ``op`` (``""`` for no op), with
-    the variant keys of its shape (``read@threads=2``): each class gets its own efficiency table."""
-    name = f"{work.op}:{next(iter(work.flops))}" if len(work.flops) == 1 else work.op
-    variants = [f"{key}={work.shape[key]}" for key in VARIANT_KEYS if key in work.shape]
-    return f"{name}@{','.join(variants)}" if variants else name
+    def calibration_key(self) -> str:
+        return calibration_key(self.work)
 
 
 def observations(runs: Sequence[Run]) -> list[Observation]:
@@ -119,7 +107,7 @@ def split_cases(cases: Sequence[Observation], calibrate_on: str | None = None) -
         return chosen, [c for c in cases if not fnmatch.fnmatchcase(c.case_id, calibrate_on)]
     by_class: dict[str, list[Observation]] = {}
     for case in cases:
-        by_class.setdefault(case.op_class, []).append(case)
+        by_class.setdefault(case.calibration_key, []).append(case)
     calibration: list[Observation] = []
     held_out: list[Observation] = []
     for members in by_class.values():

@@ -179,7 +179,7 @@ def _score(fitted: Fitted, cases: Sequence[Observation], p90: Mapping[str, float
             not_covered.append({"case": case.case_id, "target": target, "reason": prediction.reason})
             continue
         limit = 2.0 * p90[prediction.regime] if prediction.regime in p90 else None
-        results.append(CaseResult(fitted.model.name, case.case_id, target, calibrated_on, kind, case.op_class,
+        results.append(CaseResult(fitted.model.name, case.case_id, target, calibrated_on, kind, case.calibration_key,
                                   prediction.regime, case.measured_s, prediction.time_s, prediction.interval_s, limit))
     return results
 

@@ -34,13 +34,13 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import UsageError, check_non_negative
 from ..formats import GRAPH_PREDICTION
-from ..models.registry import DEFAULT_MODEL
 from ..work import Work
 from .graph import OP_CLASSES, Graph
 
 if TYPE_CHECKING:
     from ..models.base import Model, Prediction
-    from ..prediction import CalibrationArg, ProfileArg
+    from ..calibration.predictor import Predictor
+    from ..prediction import CalibrationArg, ProfileArg, TargetArg
 
 #: Device-side cost of one kernel launch when the ceilings have no measured ``launch`` figure
 #: (datasheets have none): 2.5 us, the middle of the 1-3 us ``cudaLaunchKernel`` enqueue cost on
@@ -226,30 +226,32 @@ def tokens_per_s(graph: Graph, latency_s: float) -> float | None:
 
 def predict_graph(
     graph: Graph,
-    target: str = "h100-sxm",
-    model: "str | Model" = DEFAULT_MODEL,
+    target: "TargetArg" = None,
+    model: "str | Model | None" = None,
     profile: "ProfileArg" = None,
     calibration: "CalibrationArg" = None,
     host_dispatch_s: float | None = None,
     *,
     asynchronous: bool | None = None,
+    predictor: "Predictor | None" = None,
 ) -> GraphPrediction:
     """Predict ``graph`` on ``target`` op by op and schedule it (module docstring); times in s.
 
     ``target``, ``model``, ``profile`` and ``calibration`` are as for
-    :func:`pytest_charz.prediction.predict`. ``host_dispatch_s``: host time to issue one op
+    :func:`pytest_charz.prediction.predict` (``predictor``: an already loaded core instead). ``host_dispatch_s``: host time to issue one op
     (default: the ceilings' ``launch`` figure, else :data:`DEFAULT_HOST_DISPATCH_S`).
     ``asynchronous``: whether the host runs ahead of the device (default: the target kind is a
     GPU or an ASIC).
     """
-    from ..models.registry import get_model
-    from ..prediction import ceilings_for, predict, read_profile
+    from ..prediction import load_predictor, read_profile
 
     if not isinstance(graph, Graph):
         raise UsageError(f"predict_graph takes a workloads Graph, got {type(graph).__name__}")
-    chosen = get_model(model) if isinstance(model, str) else model
-    profile = read_profile(profile) if profile is not None else None   # read once, used three times
-    ceilings = ceilings_for(target, chosen.name, profile)
+    profile = read_profile(profile) if profile is not None else None   # read once, used twice
+    if predictor is None:
+        predictor = load_predictor(target, model, profile, calibration)
+    chosen = predictor.model
+    ceilings = predictor.ceilings
     measured_launch = ceilings.launch_overhead_s
     framework_dispatch = _framework_dispatch(ceilings.kind, profile) if host_dispatch_s is None else None
     if framework_dispatch is not None:
@@ -272,11 +274,10 @@ def predict_graph(
             dispatch_source = "DEFAULT_HOST_DISPATCH_S (PyTorch eager: 5-25 us of host work per op)"
     overlapping = asynchronous if asynchronous is not None else ceilings.kind in ASYNCHRONOUS_KINDS
 
-    # Predict each distinct kernel once (a 70B graph repeats the same few Works 80 times), through
-    # predict() itself so that calibration is applied exactly as for a single case.
+    # Each distinct kernel priced once by the core, calibration applied exactly as for a single case.
     kernels = [kernel_work(op.work) for op in graph.ops]
     distinct = list(dict.fromkeys(work for work in kernels if not _is_empty(work)))
-    predicted = dict(zip(distinct, predict(distinct, target, chosen, profile, calibration))) if distinct else {}
+    predicted = dict(zip(distinct, predictor.predict_all(distinct)))
 
     from ..models.base import Prediction
 
@@ -329,7 +330,7 @@ def predict_graph(
             by_class.append(ClassTime(op_class, len(members), class_s, class_s / busy_s if busy_s else 0.0))
     by_class.sort(key=lambda row: -row.time_s)
     return GraphPrediction(
-        graph=graph.name, phase=graph.phase, params=dict(graph.params), target=ceilings.target_id or target,
+        graph=graph.name, phase=graph.phase, params=dict(graph.params), target=predictor.target,
         model=chosen.name, ceilings_origin=ceilings.origin, asynchronous=overlapping,
         launch_overhead_s=launch_s, launch_overhead_source=launch_source,
         host_dispatch_s=dispatch_s, host_dispatch_source=dispatch_source,

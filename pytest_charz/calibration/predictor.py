@@ -1,0 +1,103 @@
+"""The prediction core: one object that prices any :class:`~pytest_charz.work.Work`.
+
+A :class:`Predictor` holds a model (with the measured op-class figures it needs), the ceilings
+it predicts against and, optionally, a calibration of that model on those ceilings with its
+verdict bands. Every path that prices work asks one: :func:`pytest_charz.predict`, the plugin's
+judge, ``charz calibrate``'s hold-out scoring, ``charz validate``, ``predict_graph``, ``charz
+workload predict`` and the simulator's kernel costs. A calibration changes a prediction in one
+place only, :meth:`~.efficiency.Calibration.apply`.
+
+Building one from what a user passes (a target name, a profile file, a calibration file in any
+form) and checking that they belong together is :func:`pytest_charz.prediction.load_predictor`;
+this module takes typed values only, so the fitting code below it can use the same core.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+
+from ..errors import UsageError
+from ..models.base import Model, Prediction
+from ..models.ceilings import Ceilings
+from ..models.roofline import roofline_floor_or_zero_s
+from ..work import Work
+from .efficiency import Calibration
+
+if TYPE_CHECKING:
+    from ..models.opclass_costs import OpCosts
+
+
+@dataclass(frozen=True)
+class Predictor:
+    """A model, its ceilings and (optionally) its calibration: ``predict(work) -> Prediction``.
+
+    ``model`` already carries its measured op-class figures (see :meth:`of`); ``bands`` are the
+    calibration's verdict bands per regime (relative errors ``lo``, ``hi``); ``target`` the target
+    id the predictions are of; ``calibration_source`` where the calibration came from (a file's
+    path, or a description), empty without one.
+    """
+
+    model: Model
+    ceilings: Ceilings
+    calibration: Calibration | None = None
+    bands: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    target: str = ""
+    calibration_source: str = ""
+
+    @classmethod
+    def of(cls, model: Model, ceilings: Ceilings, calibration: Calibration | None = None,
+           bands: Mapping[str, Mapping[str, Any]] | None = None, *, op_costs: "OpCosts | None" = None,
+           target: str = "", calibration_source: str = "") -> "Predictor":
+        """A predictor of ``model`` on ``ceilings``; a model with op-class figures gets the
+        calibration's (its class fits were made against them), filled from ``op_costs`` (a
+        profile's). A calibration of another model is a UsageError."""
+        if calibration is not None and calibration.model != model.name:
+            raise UsageError(f"the calibration{_from(calibration_source)} is of model {calibration.model!r}, "
+                             f"not {model.name!r}")
+        with_costs = getattr(model, "with_costs", None)
+        if with_costs is not None:
+            from ..models.opclass_costs import OpCosts
+
+            costs = op_costs if op_costs is not None else OpCosts()
+            if calibration is not None and calibration.costs is not None:
+                costs = calibration.costs.filled_from(costs)
+            if costs:
+                model = with_costs(costs)
+        return cls(model, ceilings, calibration, dict(bands or {}), target or ceilings.target_id,
+                   calibration_source)
+
+    @property
+    def model_name(self) -> str:
+        return self.model.name
+
+    @property
+    def calibrated(self) -> bool:
+        return self.calibration is not None
+
+    def predict(self, work: Work) -> Prediction:
+        """The prediction of one execution of ``work`` (times in s): the model on the ceilings,
+        then the calibration's efficiency and interval where it fitted the work's class."""
+        if not isinstance(work, Work):
+            raise UsageError(f"a prediction takes a Work, got {work!r}")
+        prediction = self.model.predict(work, self.ceilings)
+        if self.calibration is None or not prediction.covered:
+            return prediction
+        return self.calibration.apply(prediction, work, roofline_floor_or_zero_s(work, self.ceilings), self.bands)
+
+    def predict_all(self, works: Iterable[Work]) -> list[Prediction]:
+        """Predictions of ``works`` in order; equal works are priced once (a 70B graph repeats
+        the same few Works eighty times)."""
+        ordered: Sequence[Work] = list(works)
+        priced: dict[Work, Prediction] = {}
+        for work in ordered:
+            if work not in priced:
+                priced[work] = self.predict(work)
+        return [priced[work] for work in ordered]
+
+    def band(self, regime: str) -> Mapping[str, Any] | None:
+        """The calibrated verdict band of ``regime``, or None (not validated: not judged)."""
+        return self.bands.get(regime) if self.calibration is not None else None
+
+
+def _from(source: str) -> str:
+    return f" ({source})" if source else ""
