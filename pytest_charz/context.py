@@ -11,8 +11,9 @@ from .errors import UsageError
 from .markers import MARKER_KEYS, VERDICT_KEYS, marker_settings, marker_verdict_settings
 
 if TYPE_CHECKING:
-    from .measure.sampler import Measurement, SamplerSettings
     from .devices.base import Device
+    from .judging import CaseJudge
+    from .measure.sampler import Measurement, SamplerSettings
     from .records import CaseRecord, OpTiming
     from .session import CharzSession
     from .targets.spec import TargetSpec
@@ -87,7 +88,7 @@ class CaseContext:
             after = conditions.host_snapshot(device.telemetry())
         counters, energy = evidence.finish(counted)
         case = case_record(self._node, name, work, sampler_settings, measurement, before, after, self.target)
-        judge = self._session.judge()
+        judge = session_judge(self._session)
         prediction = judge.predict(work)
         verdict = judge.judge(case, prediction, verdict_settings.get("threshold"), verdict_settings.get("strict"))
         case = replace(case.judged(prediction, verdict), ops=ops, counters=counters, energy=energy)
@@ -98,6 +99,23 @@ class CaseContext:
         if verdict.fails:
             pytest.fail(f"charz {verdict.outcome}: {verdict.message}", pytrace=False)
         return measurement
+
+
+#: The session's judge, made by the first case that measures (see :func:`session_judge`).
+JUDGE_KEY = pytest.StashKey["CaseJudge"]()
+
+
+def session_judge(session: "CharzSession") -> "CaseJudge":
+    """The session's one CaseJudge (model, baselines, calibration), made on first use and kept in
+    the session's ``config.stash``: every case of the session is judged by the same judge."""
+    judge = session.config.stash.get(JUDGE_KEY, None)
+    if judge is None:
+        from .judging import CaseJudge
+
+        binding = session.bind()
+        judge = CaseJudge(session.config, binding.spec, session.judge_provenance())
+        session.config.stash[JUDGE_KEY] = judge
+    return judge
 
 
 def junit_properties(case: "CaseRecord", label: str = "") -> list[tuple[str, Any]]:

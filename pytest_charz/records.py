@@ -16,13 +16,12 @@ from typing import TYPE_CHECKING, Any, Mapping
 from .errors import FormatError, UsageError
 from .formats import CASE, RUN
 from .measure.conditions import Interval, Snapshot
+from .measure.readings import CounterReading, EnergyReading
 from .measure.sampler import Measurement, SamplerSettings
 from .targets.spec import TargetSpec
 from .work import Work
 
 if TYPE_CHECKING:
-    from .evidence.counters import CounterReading
-    from .evidence.energy import EnergyReading
     from .models.base import Prediction
     from .verdict import Verdict
 
@@ -109,8 +108,8 @@ class CaseRecord:
     prediction: "Prediction | None" = None
     verdict: "Verdict | None" = None
     ops: tuple[OpTiming, ...] = ()
-    counters: "CounterReading | None" = None
-    energy: "EnergyReading | None" = None
+    counters: CounterReading | None = None
+    energy: EnergyReading | None = None
 
     @property
     def median_s(self) -> float | None:
@@ -153,8 +152,6 @@ class CaseRecord:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], source: str = "a run") -> "CaseRecord":
-        from .evidence.counters import CounterReading
-        from .evidence.energy import EnergyReading
         from .models.base import Prediction
         from .verdict import Verdict
 

@@ -1,6 +1,8 @@
 """Session state of the plugin, kept in ``config.stash``: the bound target and device, the
-sampler settings of the command line, the run's provenance, the judge, the run file (see
-:mod:`.recording`) and the device lock. The per-case API is :mod:`.context`."""
+sampler settings of the command line, the run's provenance, the run file (see
+:mod:`.recording`) and the device lock. The per-case API is :mod:`.context`, which also makes
+the session's judge (:func:`.context.session_judge`): this module imports nothing of the
+judging, which reads :data:`PROFILE_KEY` from here."""
 from __future__ import annotations
 
 import sys
@@ -36,7 +38,6 @@ class CharzSession:
         self.quick = bool(config.getoption("charz_quick"))
         self._lock: Any = None
         self._provenance: dict[str, Any] | None = None
-        self._judge: Any = None
         from .recording import RunRecorder
 
         self.recorder = RunRecorder(config, self.xdist_worker, self._new_run)
@@ -86,15 +87,10 @@ class CharzSession:
                 {"charz_seed": self.seed}, {"xdist_worker": worker} if worker else None)
         return self._provenance
 
-    def judge(self) -> Any:
-        """The session's CaseJudge (model, baselines, calibration), made on first use."""
-        if self._judge is None:
-            from .judging import CaseJudge
-
-            binding = self.bind()
-            self._judge = CaseJudge(self.config, binding.spec,
-                                    {**self.provenance(), "device": binding.device.info.to_json()})
-        return self._judge
+    def judge_provenance(self) -> dict[str, Any]:
+        """The provenance the session's judge stores with a reference: the run's, and the bound
+        device's description (the judge itself is :func:`pytest_charz.context.session_judge`)."""
+        return {**self.provenance(), "device": self.bind().device.info.to_json()}
 
     # -- the run file ------------------------------------------------------------------------
     def _new_run(self) -> "Run":

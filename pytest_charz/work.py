@@ -17,8 +17,15 @@ from .errors import UsageError
 from .formats import WORK
 
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int32")
+#: Bytes per element of each dtype a tensor may have: every FLOP dtype of :data:`DTYPES`, plus
+#: ``bool`` and the integer index tensors (the op-graph IR's tensors, a model's output sizes).
+DTYPE_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int32": 4,
+               "int64": 8, "bool": 1, "uint8": 1, "int16": 2}
 MEMORY_LEVELS = ("l1", "l2", "l3", "dram")
 TRANSFER_KINDS = ("h2d", "d2h", "d2d", "peer", "host", "numa")
+#: The collective ops a :class:`Collective` may name (``p2p``: a point-to-point send/receive), the
+#: keys of the collective ceilings and what the distributed cases run.
+COLLECTIVE_OPS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast", "p2p")
 
 def _as_amounts(name: str, value: Any, default_key: str, allowed: tuple[str, ...] | None) -> dict[str, float]:
     if value is None:

@@ -15,11 +15,11 @@ import pytest
 from pytest_charz.errors import FormatError
 from pytest_charz.evidence import perf_events
 from pytest_charz.evidence.collect import EvidenceDevice, check_counter_mode
-from pytest_charz.evidence.counters import CounterReading
 from pytest_charz.evidence.ncu import counters_from_ncu, parse_ncu_csv
 from pytest_charz.evidence.perf_stat import counters_from_perf_stat, parse_perf_stat
 from pytest_charz.evidence.rocprof import counters_from_rocprof, parse_counter_collection
 from pytest_charz.errors import UsageError
+from pytest_charz.measure.readings import CounterReading
 from pytest_charz.measure.sampler import SamplerSettings, sample
 
 DATA = Path(__file__).parent / "data" / "evidence"

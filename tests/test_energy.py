@@ -14,8 +14,9 @@ import pytest
 
 from pytest_charz.evidence import energy as energy_module
 from pytest_charz.evidence.collect import EvidenceDevice
-from pytest_charz.evidence.energy import (AmdsmiEnergy, EnergyReading, EnergyUnavailable, NvmlEnergy, RaplEnergy,
-                                          open_energy, rapl_domains, unwrap_uj)
+from pytest_charz.evidence.energy import (AmdsmiEnergy, EnergyUnavailable, NvmlEnergy, RaplEnergy, open_energy,
+                                          rapl_domains, unwrap_uj)
+from pytest_charz.measure.readings import EnergyReading
 from pytest_charz.measure.sampler import SamplerSettings, sample
 from pytest_charz.profile.energy import energy_section
 

@@ -19,7 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import UsageError
-from ..models.ceilings import COLLECTIVE_OPS
+from ..work import COLLECTIVE_OPS
 
 ELEMENT_BYTES = 4                   # float32
 # Inputs repeat a random block of an odd length: a shifted or misplaced chunk does not match.

@@ -82,7 +82,7 @@ def follow(rank: int, world: int, store: Any, control_group: Any, device: Any) -
     import torch
     import torch.distributed as dist
 
-    from ..models.ceilings import COLLECTIVE_OPS
+    from ..work import COLLECTIVE_OPS
     from .buffers import CollectiveBuffers
 
     def report(status: int, message: str) -> int:

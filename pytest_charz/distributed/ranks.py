@@ -41,7 +41,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from ..errors import CharzError
 from ..measure import clock
-from ..models.ceilings import COLLECTIVE_OPS
+from ..work import COLLECTIVE_OPS
 from .buffers import CollectiveBuffers, check_op
 
 PREPARE, CHECK, RUN, STATUS, STOP = 1, 2, 3, 4, 5

@@ -20,8 +20,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..errors import UsageError
-from .counters import CounterReading, CounterSource, add_into, per_call, subtract
-from .energy import EnergyReading, EnergySource, reading_notes
+from ..measure.readings import CounterReading, EnergyReading
+from .counters import CounterSource, add_into, per_call, subtract
+from .energy import EnergySource, reading_notes
 
 if TYPE_CHECKING:
     from ..devices.base import Device

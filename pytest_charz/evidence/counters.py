@@ -1,66 +1,19 @@
-"""The one interface of counter sources, and the counters of a case in the run file.
+"""The one interface of counter sources, and the arithmetic of their running totals.
 
 A :class:`CounterSource` says which events it can count (:meth:`CounterSource.available`),
 counts between :meth:`~CounterSource.start` and :meth:`~CounterSource.stop`, and reads its running
 totals at any point in between (:meth:`~CounterSource.read`), so that the collector
 (:mod:`.collect`) can add up the sampler's timed batches only. A case's counters are a frozen
 :class:`CounterReading`: values per call of the case, and for every event asked for but not
-counted, the reason.
-
-Run-file JSON (``formats.COUNTERS``)::
-
-    {"kind": "charz-counters", "version": 1, "source": "perf_event_open", "per": "call",
-     "calls": 12000, "values": {"instructions": 1.2e6, "task-clock-s": 3.1e-4, ...},
-     "missing": {"cycles": "no PMU: ..."}, "notes": [...]}
+counted, the reason; it lives with the other sensor readings in
+:mod:`pytest_charz.measure.readings`, below the run file's records that hold it.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol, runtime_checkable
+from typing import Mapping, Protocol, runtime_checkable
 
-from ..errors import FormatError
-from ..formats import COUNTERS
-
-
-@dataclass(frozen=True)
-class CounterReading:
-    """Counters of one case: ``values`` per call of the case (event name -> count; names ending
-    ``-s`` are seconds, ``-bytes`` bytes), ``missing`` (event name -> why it was not counted),
-    the ``source`` that counted (``perf_event_open``, ``perf-stat``, ``ncu``, ``cupti``,
-    ``rocprofv3``), ``calls`` the calls the totals were divided by, and ``notes`` on how far the
-    values can be trusted (multiplexing, threads not followed)."""
-
-    values: Mapping[str, float]
-    missing: Mapping[str, str]
-    source: str
-    calls: int = 0
-    per: str = "call"
-    notes: tuple[str, ...] = field(default=())
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {**COUNTERS.stamp(), "source": self.source, "per": self.per, "calls": self.calls,
-                                "values": {k: float(v) for k, v in self.values.items()},
-                                "missing": dict(self.missing)}
-        if self.notes:
-            data["notes"] = list(self.notes)
-        return data
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "CounterReading":
-        data = COUNTERS.check(data, "a case's counters")
-        try:
-            values = {str(k): float(v) for k, v in (data.get("values") or {}).items()}
-            missing = {str(k): str(v) for k, v in (data.get("missing") or {}).items()}
-            return cls(values, missing, str(data["source"]), int(data.get("calls") or 0),
-                       str(data.get("per") or "call"), tuple(str(n) for n in data.get("notes") or ()))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise FormatError(f"a case's counters are malformed: {exc!r}") from None
-
-    @classmethod
-    def absent(cls, source: str, reasons: Mapping[str, str], notes: tuple[str, ...] = ()) -> "CounterReading":
-        """A reading that counted nothing: every event with its reason."""
-        return cls({}, dict(reasons), source, 0, "call", notes)
+from ..measure.readings import CounterReading
 
 
 @runtime_checkable

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .counters import CounterReading
+from ..measure.readings import CounterReading
 
 EVENTS = ("kernels", "kernel-time-s")
 HARDWARE_METRICS = ("dram-read-bytes", "dram-write-bytes", "sm-throughput-pct", "tensor-pipe-active-pct",

@@ -4,81 +4,27 @@ An :class:`EnergySource` reads a cumulative energy counter in joules (:meth:`Ene
 cheap enough to call around the sampler's batches); :func:`unavailable_reason` and the sources'
 constructors say why a source is absent (no ``/sys/class/powercap``, ``energy_uj`` readable by
 root only, NVML without the total-energy query on this board, amdsmi missing). A case's energy is
-an :class:`EnergyReading`: joules over the timed samples, the calls they made, joules per call.
+an :class:`~pytest_charz.measure.readings.EnergyReading` (with the other sensor readings, below the
+run file's records that hold it): joules over the timed samples, the calls they made, joules per
+call; :func:`reading_notes` says how far it can be trusted.
 
 RAPL: every top-level package domain ``/sys/class/powercap/intel-rapl:<n>`` (the name also on
 AMD CPUs; sub-domains ``intel-rapl:<n>:<m>`` are inside their package and are not added again),
 ``energy_uj`` in microjoules, wrapping at ``max_energy_range_uj``.
 NVML: ``nvmlDeviceGetTotalEnergyConsumption`` (mJ since the driver loaded; Volta and newer).
 amdsmi: ``amdsmi_get_energy_count`` (accumulator x ``counter_resolution`` uJ).
-
-Run-file JSON (``formats.ENERGY``)::
-
-    {"kind": "charz-energy", "version": 1, "source": "rapl", "joules_per_call": 2.1e-3,
-     "joules": 4.2, "calls": 2000, "interval_s": 0.11, "watts": 38.0, "missing": null}
 """
 from __future__ import annotations
 
 import glob
-import math
 import os
 import re
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol, runtime_checkable
-
-from ..errors import FormatError
-from ..formats import ENERGY
+from typing import Any, Callable, Protocol, runtime_checkable
 
 POWERCAP_DIR = "/sys/class/powercap"
 #: An interval shorter than this gives a rough figure: RAPL updates about every millisecond and
 #: GPU energy counters more slowly, so a few updates' rounding is a visible share of the total.
 SHORT_INTERVAL_S = 0.1
-
-
-@dataclass(frozen=True)
-class EnergyReading:
-    """Energy of one case over its timed samples. ``joules_per_call`` is None when nothing was
-    measured, and ``missing`` then says why."""
-
-    source: str
-    joules: float | None = None
-    calls: int = 0
-    interval_s: float | None = None
-    missing: str | None = None
-    notes: tuple[str, ...] = field(default=())
-
-    @property
-    def joules_per_call(self) -> float | None:
-        if self.joules is None or self.calls <= 0 or not math.isfinite(self.joules):
-            return None
-        return self.joules / self.calls
-
-    @property
-    def watts(self) -> float | None:
-        if self.joules is None or not self.interval_s:
-            return None
-        return self.joules / self.interval_s
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {**ENERGY.stamp(), "source": self.source, "joules_per_call": self.joules_per_call,
-                                "joules": self.joules, "calls": self.calls, "interval_s": self.interval_s,
-                                "watts": self.watts, "missing": self.missing}
-        if self.notes:
-            data["notes"] = list(self.notes)
-        return data
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "EnergyReading":
-        data = ENERGY.check(data, "a case's energy")
-        try:
-            joules = data.get("joules")
-            interval = data.get("interval_s")
-            return cls(str(data["source"]), float(joules) if joules is not None else None,
-                       int(data.get("calls") or 0), float(interval) if interval is not None else None,
-                       str(data["missing"]) if data.get("missing") is not None else None,
-                       tuple(str(n) for n in data.get("notes") or ()))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise FormatError(f"a case's energy is malformed: {exc!r}") from None
 
 
 @runtime_checkable

@@ -24,7 +24,7 @@ import sys
 import tempfile
 from typing import Mapping, Sequence
 
-from .counters import CounterReading
+from ..measure.readings import CounterReading
 
 #: Metric -> the run file's name. Sums are per launch; percentages are averaged over launches.
 METRICS: dict[str, str] = {

@@ -26,7 +26,7 @@ import struct
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from .counters import CounterReading
+from ..measure.readings import CounterReading
 
 EVENT_SOURCE_DIR = "/sys/bus/event_source/devices"
 PARANOID_PATH = "/proc/sys/kernel/perf_event_paranoid"

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from .counters import CounterReading
+from ..measure.readings import CounterReading
 
 DEFAULT_EVENTS = ("task-clock", "context-switches", "cpu-migrations", "page-faults", "cycles", "instructions",
                   "cache-references", "cache-misses")

@@ -24,7 +24,7 @@ import sys
 import tempfile
 from typing import Mapping, Sequence
 
-from .counters import CounterReading
+from ..measure.readings import CounterReading
 
 #: Counter -> (the run file's name, factor to its unit).
 COUNTERS: dict[str, tuple[str, float]] = {

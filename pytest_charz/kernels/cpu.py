@@ -27,21 +27,21 @@ import numpy as np
 from ..errors import UsageError, check_choice
 from .cpu_chase import CHASE_PATTERNS, CHASE_WINDOW_BYTES, chase, chase_build, chase_cycle_length, hugepage_hint
 from .cpu_library import (
+    F32P,
+    F64P,
     SOURCE,
     KernelBuild,
-    _check_array,
-    _check_count,
-    _check_same_length,
-    _describe,
-    _f32p,
-    _f64p,
-    _lib,
-    _ptr,
-    _resolve_threads,
-    _Team,
+    Team,
     aligned_empty,
     available_threads,
+    check_array,
+    check_count,
+    check_same_length,
+    describe,
     kernel_build,
+    lib,
+    ptr,
+    resolve_threads,
 )
 
 STREAM_OPS = ("copy", "scale", "add", "triad")
@@ -81,17 +81,17 @@ def fma_chains(init: np.ndarray, a: float, b: float, iters: int, threads: int | 
     :func:`fma_reference`). FLOPs: ``2 * iters * len(init) * threads`` of ``init``'s dtype
     (:func:`fma_flops`); no memory traffic.
     """
-    threads = _resolve_threads(threads)
-    iters = _check_count("iters", iters)
+    threads = resolve_threads(threads)
+    iters = check_count("iters", iters)
     single = isinstance(init, np.ndarray) and init.dtype == np.float32
     dtype = "fp32" if single else "fp64"
-    function = _lib().charz_fma_f32 if single else _lib().charz_fma_f64
-    pointer: Any = _f32p if single else _f64p
-    _check_array("init", init, np.float32 if single else np.float64)
+    function = lib().charz_fma_f32 if single else lib().charz_fma_f64
+    pointer: Any = F32P if single else F64P
+    check_array("init", init, np.float32 if single else np.float64)
     if len(init) != fma_accumulators(dtype):
         raise UsageError(f"init must have fma_accumulators({dtype!r}) = {fma_accumulators(dtype)} items, got {len(init)}")
-    team = _Team(threads)
-    checksum = float(function(_ptr(init, pointer), a, b, iters, threads, team.ref))
+    team = Team(threads)
+    checksum = float(function(ptr(init, pointer), a, b, iters, threads, team.ref))
     team.check()
     return checksum
 
@@ -137,18 +137,18 @@ def stream_init(a: np.ndarray, b: np.ndarray, c: np.ndarray, seed: int = 0, thre
     """Fill ``a``, ``b``, ``c`` with pseudo-random values in [1, 2) in one OpenMP loop with the
     static schedule the STREAM kernels use, so each page is first touched by the thread that
     will read and write it (use the same ``threads`` as the measurement). Writes ``24 * n`` bytes."""
-    threads = _resolve_threads(threads)
+    threads = resolve_threads(threads)
     for name, array in (("a", a), ("b", b), ("c", c)):
-        _check_array(name, array, np.float64, writeable=True)
-    n = _check_same_length(a=a, b=b, c=c)
-    team = _Team(threads)
-    _lib().charz_stream_init(_ptr(a, _f64p), _ptr(b, _f64p), _ptr(c, _f64p), n, seed, threads, team.ref)
+        check_array(name, array, np.float64, writeable=True)
+    n = check_same_length(a=a, b=b, c=c)
+    team = Team(threads)
+    lib().charz_stream_init(ptr(a, F64P), ptr(b, F64P), ptr(c, F64P), n, seed, threads, team.ref)
     team.check()
 
 
 def stream_arrays(n: int, seed: int = 0, threads: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Three page-aligned arrays of ``n`` doubles, first touched and filled by :func:`stream_init`."""
-    a, b, c = (aligned_empty(_check_count("n", n, 1)) for _ in range(3))
+    a, b, c = (aligned_empty(check_count("n", n, 1)) for _ in range(3))
     stream_init(a, b, c, seed=seed, threads=threads)
     return a, b, c
 
@@ -156,21 +156,21 @@ def stream_arrays(n: int, seed: int = 0, threads: int | None = None) -> tuple[np
 def stream_copy(c: np.ndarray, a: np.ndarray, reps: int = 1, threads: int | None = None) -> None:
     """``c[:] = a``, ``reps`` times. Bytes per pass: :func:`stream_bytes` ``("copy", n)``; no FLOPs."""
     threads, n, team = _stream_args(reps, threads, c=c, a=a)
-    _lib().charz_stream_copy(_ptr(c, _f64p), _ptr(a, _f64p), n, reps, threads, team.ref)
+    lib().charz_stream_copy(ptr(c, F64P), ptr(a, F64P), n, reps, threads, team.ref)
     team.check()
 
 
 def stream_scale(b: np.ndarray, c: np.ndarray, scalar: float, reps: int = 1, threads: int | None = None) -> None:
     """``b[:] = scalar * c``, ``reps`` times. Per pass: 16 B (24 with write-allocate) and 1 FLOP per element."""
     threads, n, team = _stream_args(reps, threads, b=b, c=c)
-    _lib().charz_stream_scale(_ptr(b, _f64p), _ptr(c, _f64p), scalar, n, reps, threads, team.ref)
+    lib().charz_stream_scale(ptr(b, F64P), ptr(c, F64P), scalar, n, reps, threads, team.ref)
     team.check()
 
 
 def stream_add(c: np.ndarray, a: np.ndarray, b: np.ndarray, reps: int = 1, threads: int | None = None) -> None:
     """``c[:] = a + b``, ``reps`` times. Per pass: 24 B (32 with write-allocate) and 1 FLOP per element."""
     threads, n, team = _stream_args(reps, threads, c=c, a=a, b=b)
-    _lib().charz_stream_add(_ptr(c, _f64p), _ptr(a, _f64p), _ptr(b, _f64p), n, reps, threads, team.ref)
+    lib().charz_stream_add(ptr(c, F64P), ptr(a, F64P), ptr(b, F64P), n, reps, threads, team.ref)
     team.check()
 
 
@@ -179,17 +179,17 @@ def stream_triad(
 ) -> None:
     """``a[:] = b + scalar * c``, ``reps`` times. Per pass: 24 B (32 with write-allocate) and 2 FLOPs per element."""
     threads, n, team = _stream_args(reps, threads, a=a, b=b, c=c)
-    _lib().charz_stream_triad(_ptr(a, _f64p), _ptr(b, _f64p), _ptr(c, _f64p), scalar, n, reps, threads, team.ref)
+    lib().charz_stream_triad(ptr(a, F64P), ptr(b, F64P), ptr(c, F64P), scalar, n, reps, threads, team.ref)
     team.check()
 
 
-def _stream_args(reps: int, threads: int | None, **arrays: np.ndarray) -> tuple[int, int, _Team]:
-    resolved = _resolve_threads(threads)
-    _check_count("reps", reps, 1)
+def _stream_args(reps: int, threads: int | None, **arrays: np.ndarray) -> tuple[int, int, Team]:
+    resolved = resolve_threads(threads)
+    check_count("reps", reps, 1)
     for index, (name, array) in enumerate(arrays.items()):
-        _check_array(name, array, np.float64, writeable=index == 0)
-    n = _check_same_length(**arrays)
-    return resolved, n, _Team(resolved)
+        check_array(name, array, np.float64, writeable=index == 0)
+    n = check_same_length(**arrays)
+    return resolved, n, Team(resolved)
 
 
 # ---------------------------------------------------------------- 3. read bandwidth by working set
@@ -198,11 +198,11 @@ def _stream_args(reps: int, threads: int | None, **arrays: np.ndarray) -> tuple[
 def read_buffer(nbytes: int, seed: int = 0, threads: int | None = None) -> np.ndarray:
     """A page-aligned float64 buffer of ``nbytes`` (rounded down to whole doubles) filled with
     values in [1, 2), each thread first-touching the share :func:`read_sum` gives it."""
-    threads = _resolve_threads(threads)
-    n = _check_count("nbytes", nbytes, 8) // 8
+    threads = resolve_threads(threads)
+    n = check_count("nbytes", nbytes, 8) // 8
     buffer = aligned_empty(n)
-    team = _Team(threads)
-    _lib().charz_read_init(_ptr(buffer, _f64p), n, seed, threads, team.ref)
+    team = Team(threads)
+    lib().charz_read_init(ptr(buffer, F64P), n, seed, threads, team.ref)
     team.check()
     return buffer
 
@@ -216,11 +216,11 @@ def read_sum(buffer: np.ndarray, reps: int = 1, threads: int | None = None) -> f
     to several times the last-level cache gives the read bandwidth of each level.
     Bytes read: ``reps * buffer.nbytes`` (:func:`read_bytes`); FLOPs: ``reps * len(buffer)`` fp64 adds.
     """
-    threads = _resolve_threads(threads)
-    _check_array("buffer", buffer, np.float64)
-    reps = _check_count("reps", reps, 1)
-    team = _Team(threads)
-    total = float(_lib().charz_read_sum(_ptr(buffer, _f64p), len(buffer), reps, threads, team.ref))
+    threads = resolve_threads(threads)
+    check_array("buffer", buffer, np.float64)
+    reps = check_count("reps", reps, 1)
+    team = Team(threads)
+    total = float(lib().charz_read_sum(ptr(buffer, F64P), len(buffer), reps, threads, team.ref))
     team.check()
     return total
 
@@ -237,16 +237,16 @@ def memcpy(dst: np.ndarray, src: np.ndarray, threads: int | None = None) -> None
     """Copy ``src`` into ``dst`` (same byte size) with the C library's ``memcpy``, split into one
     contiguous chunk per thread. Bytes: ``2 * nbytes`` (read + write; 3x with write-allocate,
     though large copies may use non-temporal stores that skip it): :func:`memcpy_bytes`."""
-    threads = _resolve_threads(threads)
+    threads = resolve_threads(threads)
     for name, array in (("dst", dst), ("src", src)):
         if not isinstance(array, np.ndarray) or not array.flags.c_contiguous:
-            raise UsageError(f"{name} must be a contiguous numpy array, got {_describe(array)}")
+            raise UsageError(f"{name} must be a contiguous numpy array, got {describe(array)}")
     if not dst.flags.writeable:
         raise UsageError("dst must be writeable")
     if dst.nbytes != src.nbytes:
         raise UsageError(f"dst and src must have the same size in bytes, got {dst.nbytes} and {src.nbytes}")
-    team = _Team(threads)
-    _lib().charz_memcpy(ctypes.c_void_p(dst.ctypes.data), ctypes.c_void_p(src.ctypes.data), src.nbytes, threads, team.ref)
+    team = Team(threads)
+    lib().charz_memcpy(ctypes.c_void_p(dst.ctypes.data), ctypes.c_void_p(src.ctypes.data), src.nbytes, threads, team.ref)
     team.check()
 
 
@@ -257,10 +257,10 @@ def memcpy_bytes(nbytes: int, write_allocate: bool = False) -> float:
 
 def fill_random(array: np.ndarray, seed: int = 0, threads: int | None = None) -> None:
     """Fill a float64 array with pseudo-random values in [1, 2), first-touched by ``threads``."""
-    threads = _resolve_threads(threads)
-    _check_array("array", array, np.float64, writeable=True)
-    team = _Team(threads)
-    _lib().charz_fill_random(_ptr(array, _f64p), len(array), seed, threads, team.ref)
+    threads = resolve_threads(threads)
+    check_array("array", array, np.float64, writeable=True)
+    team = Team(threads)
+    lib().charz_fill_random(ptr(array, F64P), len(array), seed, threads, team.ref)
     team.check()
 
 
@@ -274,10 +274,10 @@ def fork_join(reps: int, threads: int | None = None) -> int:
     launches, no FLOPs or bytes). With OMP_WAIT_POLICY unset, workers spin a while after each
     region, so back-to-back regions measure a warm team.
     """
-    threads = _resolve_threads(threads)
-    reps = _check_count("reps", reps)
-    team = _Team(threads)
-    regions = int(_lib().charz_fork_join(reps, threads, team.ref))
+    threads = resolve_threads(threads)
+    reps = check_count("reps", reps)
+    team = Team(threads)
+    regions = int(lib().charz_fork_join(reps, threads, team.ref))
     team.check()
     return regions
 

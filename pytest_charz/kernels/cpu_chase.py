@@ -8,7 +8,7 @@ import ctypes
 import numpy as np
 
 from ..errors import CharzError, UsageError
-from .cpu_library import _check_array, _check_count, _i64p, _lib, _ptr, aligned_empty
+from .cpu_library import I64P, aligned_empty, check_array, check_count, lib, ptr
 
 
 def hugepage_hint(array: np.ndarray) -> bool:
@@ -20,7 +20,7 @@ def hugepage_hint(array: np.ndarray) -> bool:
     steps; huge pages remove most of that, separating cache/DRAM latency from TLB misses.
     Returns whether the kernel accepted the hint (it stays a hint: THP may be off).
     """
-    return int(_lib().charz_madvise_hugepage(ctypes.c_void_p(array.ctypes.data), array.nbytes)) == 0
+    return int(lib().charz_madvise_hugepage(ctypes.c_void_p(array.ctypes.data), array.nbytes)) == 0
 
 
 #: Chase orders: ``random`` (one uniformly random cycle over the whole buffer) and ``page-local``
@@ -51,13 +51,13 @@ def chase_build(n_lines: int, line_bytes: int = 64, seed: int = 0, hugepages: bo
     ``hugepages`` asks for transparent huge pages first (see :func:`hugepage_hint`) and raises
     :class:`~pytest_charz.errors.CharzError` when the kernel refuses.
     """
-    n_lines = _check_count("n_lines", n_lines, 2)
-    line_bytes = _check_count("line_bytes", line_bytes, 8)
+    n_lines = check_count("n_lines", n_lines, 2)
+    line_bytes = check_count("line_bytes", line_bytes, 8)
     if line_bytes % 8:
         raise UsageError(f"line_bytes must be a multiple of 8, got {line_bytes}")
     if pattern not in CHASE_PATTERNS:
         raise UsageError(f"pattern must be one of {', '.join(CHASE_PATTERNS)}; got {pattern!r}")
-    window_lines = _check_count("window_bytes", window_bytes, 2 * line_bytes) // line_bytes
+    window_lines = check_count("window_bytes", window_bytes, 2 * line_bytes) // line_bytes
     window_lines -= window_lines % 2
     words = line_bytes // 8
     buffer = aligned_empty(n_lines * words, np.int64, alignment=(2 << 20) if hugepages else 4096)
@@ -65,11 +65,11 @@ def chase_build(n_lines: int, line_bytes: int = 64, seed: int = 0, hugepages: bo
         raise CharzError("madvise(MADV_HUGEPAGE) was refused; is transparent huge page support built in?")
     order = np.empty(n_lines, dtype=np.int64)
     if pattern == "random":
-        _lib().charz_chase_build(_ptr(buffer, _i64p), n_lines, words, seed, _ptr(order, _i64p))
+        lib().charz_chase_build(ptr(buffer, I64P), n_lines, words, seed, ptr(order, I64P))
     else:
         windows = np.empty(-(-n_lines // window_lines), dtype=np.int64)
-        _lib().charz_chase_build_local(_ptr(buffer, _i64p), n_lines, words, window_lines, seed,
-                                       _ptr(order, _i64p), _ptr(windows, _i64p))
+        lib().charz_chase_build_local(ptr(buffer, I64P), n_lines, words, window_lines, seed,
+                                      ptr(order, I64P), ptr(windows, I64P))
     return buffer
 
 
@@ -79,18 +79,18 @@ def chase(buffer: np.ndarray, steps: int, start: int = 0) -> int:
     Work: ``steps`` dependent loads (``Work.accesses``); the time per step is the load latency
     of the level the buffer fits in.
     """
-    _check_array("buffer", buffer, np.int64)
-    steps = _check_count("steps", steps)
+    check_array("buffer", buffer, np.int64)
+    steps = check_count("steps", steps)
     if not 0 <= start < len(buffer) or buffer[start] < 0:
         raise UsageError(f"start must be the word index of a line in the buffer, got {start!r}")
-    return int(_lib().charz_chase(_ptr(buffer, _i64p), start, steps))
+    return int(lib().charz_chase(ptr(buffer, I64P), start, steps))
 
 
 def chase_cycle_length(buffer: np.ndarray, line_bytes: int = 64) -> int:
     """Length of the cycle through line 0, or -1 when a link is out of range or the chain does
     not return; equal to the line count exactly when the chase is one cycle over every line."""
-    _check_array("buffer", buffer, np.int64)
-    words = _check_count("line_bytes", line_bytes, 8) // 8
+    check_array("buffer", buffer, np.int64)
+    words = check_count("line_bytes", line_bytes, 8) // 8
     if len(buffer) % words:
         raise UsageError(f"buffer of {len(buffer)} words is not whole lines of {line_bytes} bytes")
-    return int(_lib().charz_chase_cycle_length(_ptr(buffer, _i64p), len(buffer) // words, words))
+    return int(lib().charz_chase_cycle_length(ptr(buffer, I64P), len(buffer) // words, words))

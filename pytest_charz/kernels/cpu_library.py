@@ -24,10 +24,11 @@ from .build import BuiltArtifact, load
 
 SOURCE = Path(__file__).with_name("cpu_kernels.c")
 
-_f64p = ctypes.POINTER(ctypes.c_double)
-_f32p = ctypes.POINTER(ctypes.c_float)
-_i64p = ctypes.POINTER(ctypes.c_int64)
-_i32p = ctypes.POINTER(ctypes.c_int32)
+#: The ctypes pointer types of the kernels' array arguments (float64, float32, int64, int32).
+F64P = ctypes.POINTER(ctypes.c_double)
+F32P = ctypes.POINTER(ctypes.c_float)
+I64P = ctypes.POINTER(ctypes.c_int64)
+I32P = ctypes.POINTER(ctypes.c_int32)
 _intp = ctypes.POINTER(ctypes.c_int)
 _i64, _u64, _int, _dbl = ctypes.c_int64, ctypes.c_uint64, ctypes.c_int, ctypes.c_double
 
@@ -37,23 +38,23 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "charz_openmp": (_int, []),
     "charz_max_threads": (_int, []),
     "charz_spin_chunk_bytes": (_i64, []),
-    "charz_fma_f64": (_dbl, [_f64p, _dbl, _dbl, _i64, _int, _intp]),
-    "charz_fma_f32": (_dbl, [_f32p, ctypes.c_float, ctypes.c_float, _i64, _int, _intp]),
-    "charz_fill_random": (None, [_f64p, _i64, _u64, _int, _intp]),
-    "charz_stream_init": (None, [_f64p, _f64p, _f64p, _i64, _u64, _int, _intp]),
-    "charz_stream_copy": (None, [_f64p, _f64p, _i64, _i64, _int, _intp]),
-    "charz_stream_scale": (None, [_f64p, _f64p, _dbl, _i64, _i64, _int, _intp]),
-    "charz_stream_add": (None, [_f64p, _f64p, _f64p, _i64, _i64, _int, _intp]),
-    "charz_stream_triad": (None, [_f64p, _f64p, _f64p, _dbl, _i64, _i64, _int, _intp]),
-    "charz_read_sum": (_dbl, [_f64p, _i64, _i64, _int, _intp]),
-    "charz_read_init": (None, [_f64p, _i64, _u64, _int, _intp]),
-    "charz_chase_build": (_i64, [_i64p, _i64, _i64, _u64, _i64p]),
-    "charz_chase_build_local": (_i64, [_i64p, _i64, _i64, _i64, _u64, _i64p, _i64p]),
-    "charz_chase": (_i64, [_i64p, _i64, _i64]),
-    "charz_chase_cycle_length": (_i64, [_i64p, _i64, _i64]),
+    "charz_fma_f64": (_dbl, [F64P, _dbl, _dbl, _i64, _int, _intp]),
+    "charz_fma_f32": (_dbl, [F32P, ctypes.c_float, ctypes.c_float, _i64, _int, _intp]),
+    "charz_fill_random": (None, [F64P, _i64, _u64, _int, _intp]),
+    "charz_stream_init": (None, [F64P, F64P, F64P, _i64, _u64, _int, _intp]),
+    "charz_stream_copy": (None, [F64P, F64P, _i64, _i64, _int, _intp]),
+    "charz_stream_scale": (None, [F64P, F64P, _dbl, _i64, _i64, _int, _intp]),
+    "charz_stream_add": (None, [F64P, F64P, F64P, _i64, _i64, _int, _intp]),
+    "charz_stream_triad": (None, [F64P, F64P, F64P, _dbl, _i64, _i64, _int, _intp]),
+    "charz_read_sum": (_dbl, [F64P, _i64, _i64, _int, _intp]),
+    "charz_read_init": (None, [F64P, _i64, _u64, _int, _intp]),
+    "charz_chase_build": (_i64, [I64P, _i64, _i64, _u64, I64P]),
+    "charz_chase_build_local": (_i64, [I64P, _i64, _i64, _i64, _u64, I64P, I64P]),
+    "charz_chase": (_i64, [I64P, _i64, _i64]),
+    "charz_chase_cycle_length": (_i64, [I64P, _i64, _i64]),
     "charz_madvise_hugepage": (_int, [ctypes.c_void_p, ctypes.c_size_t]),
     "charz_memcpy": (None, [ctypes.c_void_p, ctypes.c_void_p, _i64, _int, _intp]),
-    "charz_spin": (_dbl, [_f64p, _i64, _int, _dbl, _i32p, _int, _i64p, _f64p, _intp]),
+    "charz_spin": (_dbl, [F64P, _i64, _int, _dbl, I32P, _int, I64P, F64P, _intp]),
     "charz_fork_join": (_i64, [_i64, _int, _intp]),
 }
 
@@ -83,7 +84,8 @@ def _loaded() -> tuple[ctypes.CDLL, BuiltArtifact]:
     return library, artifact
 
 
-def _lib() -> ctypes.CDLL:
+def lib() -> ctypes.CDLL:
+    """The loaded kernel library (built at first use), every function's signature set."""
     return _loaded()[0]
 
 
@@ -110,7 +112,10 @@ def available_threads() -> int:
 # ---------------------------------------------------------------- argument checks and plumbing
 
 
-def _resolve_threads(threads: int | None) -> int:
+def resolve_threads(threads: int | None) -> int:
+    """The OpenMP team size to run: ``threads`` checked (a positive int; above one only when the
+    library was built with OpenMP, else CharzError), or by default every available CPU (one
+    without OpenMP)."""
     if threads is None:
         return available_threads() if kernel_build().openmp else 1
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
@@ -123,15 +128,18 @@ def _resolve_threads(threads: int | None) -> int:
     return threads
 
 
-def _check_count(name: str, value: int, minimum: int = 0) -> int:
+def check_count(name: str, value: int, minimum: int = 0) -> int:
+    """``value`` as an int when it is an integer of at least ``minimum``; UsageError naming ``name``."""
     if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
         raise UsageError(f"{name} must be an int >= {minimum}, got {value!r}")
     return int(value)
 
 
-def _check_array(name: str, array: Any, dtype: Any, writeable: bool = False) -> np.ndarray:
+def check_array(name: str, array: Any, dtype: Any, writeable: bool = False) -> np.ndarray:
+    """``array`` when it is a contiguous 1-D numpy array of ``dtype`` (and writeable when the kernel
+    writes it); UsageError naming ``name`` and what it got instead."""
     if not isinstance(array, np.ndarray) or array.dtype != np.dtype(dtype) or array.ndim != 1:
-        raise UsageError(f"{name} must be a 1-D numpy array of {np.dtype(dtype).name}, got {_describe(array)}")
+        raise UsageError(f"{name} must be a 1-D numpy array of {np.dtype(dtype).name}, got {describe(array)}")
     if not array.flags.c_contiguous:
         raise UsageError(f"{name} must be contiguous (use np.ascontiguousarray)")
     if writeable and not array.flags.writeable:
@@ -139,24 +147,27 @@ def _check_array(name: str, array: Any, dtype: Any, writeable: bool = False) -> 
     return array
 
 
-def _check_same_length(**arrays: np.ndarray) -> int:
+def check_same_length(**arrays: np.ndarray) -> int:
+    """The common length of ``arrays``; UsageError listing each one's length when they differ."""
     lengths = {name: len(array) for name, array in arrays.items()}
     if len(set(lengths.values())) != 1:
         raise UsageError(f"arrays must have the same length, got {lengths}")
     return next(iter(lengths.values()))
 
 
-def _describe(value: Any) -> str:
+def describe(value: Any) -> str:
+    """A short description of an argument for an error message (an array's dtype and shape)."""
     if isinstance(value, np.ndarray):
         return f"an array of {value.dtype.name} with shape {value.shape}"
     return repr(value)
 
 
-def _ptr(array: np.ndarray, kind: Any) -> Any:
+def ptr(array: np.ndarray, kind: Any) -> Any:
+    """The data pointer of ``array`` as the ctypes pointer type ``kind`` (:data:`F64P`...)."""
     return array.ctypes.data_as(kind)
 
 
-class _Team:
+class Team:
     """The team-size out-parameter of a kernel call, checked against the threads asked for."""
 
     def __init__(self, threads: int) -> None:
@@ -181,7 +192,7 @@ def aligned_empty(n: int, dtype: Any = np.float64, alignment: int = 4096) -> np.
     Large arrays come from fresh, untouched pages, so the first kernel to write them decides
     which thread's memory node holds each page (first touch).
     """
-    _check_count("n", n)
+    check_count("n", n)
     if alignment < 1 or alignment & (alignment - 1):
         raise UsageError(f"alignment must be a power of two, got {alignment!r}")
     itemsize = np.dtype(dtype).itemsize

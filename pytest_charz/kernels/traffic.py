@@ -16,15 +16,15 @@ import numpy as np
 from ..errors import UsageError, check_choice, check_non_negative
 from .cpu import fill_random
 from .cpu_library import (
-    _check_array,
-    _check_count,
-    _f64p,
-    _i32p,
-    _lib,
-    _ptr,
-    _resolve_threads,
-    _Team,
+    F64P,
+    I32P,
+    Team,
     aligned_empty,
+    check_array,
+    check_count,
+    lib,
+    ptr,
+    resolve_threads,
 )
 
 SPIN_MODES = ("read", "copy")
@@ -47,7 +47,7 @@ class TrafficResult:
 
 def spin_chunk_bytes() -> int:
     """Bytes of its share each :func:`spin` thread streams between looks at the clock and flag."""
-    return int(_lib().charz_spin_chunk_bytes())
+    return int(lib().charz_spin_chunk_bytes())
 
 
 def spin(
@@ -68,15 +68,15 @@ def spin(
     """
     check_choice("mode", mode, SPIN_MODES)
     check_non_negative("duration_s", duration_s)
-    threads = _resolve_threads(threads)
-    _check_array("buffer", buffer, np.float64, writeable=True)
+    threads = resolve_threads(threads)
+    check_array("buffer", buffer, np.float64, writeable=True)
     if stop_flag is None:
         stop_flag = np.zeros(1, dtype=np.int32)
-    _check_array("stop_flag", stop_flag, np.int32)
+    check_array("stop_flag", stop_flag, np.int32)
     moved, elapsed = ctypes.c_int64(0), ctypes.c_double(0.0)
-    team = _Team(threads)
-    checksum = _lib().charz_spin(
-        _ptr(buffer, _f64p), len(buffer), SPIN_MODES.index(mode), float(duration_s), _ptr(stop_flag, _i32p),
+    team = Team(threads)
+    checksum = lib().charz_spin(
+        ptr(buffer, F64P), len(buffer), SPIN_MODES.index(mode), float(duration_s), ptr(stop_flag, I32P),
         threads, ctypes.byref(moved), ctypes.byref(elapsed), team.ref,
     )
     team.check()
@@ -100,9 +100,9 @@ class BackgroundTraffic:
     ) -> None:
         check_choice("mode", mode, SPIN_MODES)
         self.mode = mode
-        self.threads = _resolve_threads(threads)
+        self.threads = resolve_threads(threads)
         self.max_duration_s = max_duration_s
-        self.buffer = aligned_empty(_check_count("nbytes", nbytes, 8 * 64) // 8)
+        self.buffer = aligned_empty(check_count("nbytes", nbytes, 8 * 64) // 8)
         fill_random(self.buffer, seed=seed, threads=self.threads)
         self._stop = np.zeros(1, dtype=np.int32)
         self._thread: threading.Thread | None = None

@@ -44,21 +44,23 @@ from ..errors import FormatError, UsageError
 from ..targets.links import link_ceilings
 from ..targets.priors import PRIOR_MODES, apply_priors, is_prior
 from ..targets.spec import Figure
-from ..work import DTYPES, MEMORY_LEVELS, TRANSFER_KINDS
+from ..work import COLLECTIVE_OPS, DTYPES, MEMORY_LEVELS, TRANSFER_KINDS
 
 if TYPE_CHECKING:
     from ..targets.spec import TargetSpec
     from ..work import Work
 
 CEILINGS_VERSION = 1
-COLLECTIVE_OPS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast", "p2p")  # models.comm
+# The collective ops keying the collective ceilings: :data:`pytest_charz.work.COLLECTIVE_OPS`
+# (``ceilings.COLLECTIVE_OPS`` is that same tuple).
 
 # Ops that run on matrix units (tensor cores, MXUs, AMX): they may reach ``peak_flops``; other ops
 # are held to ``vector_peak_flops`` where the target has one. An op left unnamed gets the higher
 # (matrix) peak so the roofline stays a lower bound.
 MATRIX_OPS = frozenset({"gemm", "matmul", "bmm", "conv", "attention"})
 
-_FIGURE_MAPS = (
+#: The fields of :class:`Ceilings` that map a key (dtype, level, link, collective op) to a figure.
+FIGURE_MAPS = (
     "peak_flops", "vector_peak_flops", "bandwidth_bytes_per_s", "capacity_bytes", "latency_s",
     "link_bandwidth_bytes_per_s", "link_latency_s",
     "collective_bandwidth_bytes_per_s", "collective_latency_s", "collective_ranks",
@@ -68,13 +70,16 @@ _KEYS = {
     "peak_flops": DTYPES, "vector_peak_flops": DTYPES, "bandwidth_bytes_per_s": MEMORY_LEVELS,
     "capacity_bytes": MEMORY_LEVELS, "latency_s": MEMORY_LEVELS,
     "link_bandwidth_bytes_per_s": TRANSFER_KINDS, "link_latency_s": TRANSFER_KINDS,
-    **{name: COLLECTIVE_OPS for name in _FIGURE_MAPS if name.startswith("collective_")},
+    **{name: COLLECTIVE_OPS for name in FIGURE_MAPS if name.startswith("collective_")},
 }
 # Latencies and overheads may be zero; rates, capacities and counts must be positive.
 _MAY_BE_ZERO = frozenset({"latency_s", "link_latency_s", "launch_overhead_s", "collective_latency_s"})
 
 
-def _check_figure(field_name: str, figure: Any, key: str = "") -> Figure:
+def check_figure(field_name: str, figure: Any, key: str = "") -> Figure:
+    """``figure`` when it is a :class:`Figure` with a finite value in the range of the field
+    ``field_name`` (zero allowed for latencies and overheads, else positive); UsageError naming
+    the field and ``key``."""
     label = f"Ceilings.{field_name}" + (f"[{key!r}]" if key else "")
     if not isinstance(figure, Figure):
         raise UsageError(f"{label} must be a Figure(value, source), got {figure!r}")
@@ -117,17 +122,17 @@ class Ceilings:
     launch_prior_s: Figure | None = None
 
     def __post_init__(self) -> None:
-        for name in _FIGURE_MAPS:
+        for name in FIGURE_MAPS:
             figures = dict(getattr(self, name))
             for key, figure in figures.items():
                 if key not in _KEYS[name]:
                     raise UsageError(f"Ceilings.{name} key {key!r} is not one of {', '.join(_KEYS[name])}")
-                _check_figure(name, figure, key)
+                check_figure(name, figure, key)
             object.__setattr__(self, name, figures)
         for name in (*_FIGURE_SCALARS, "launch_prior_s"):
             figure = getattr(self, name)
             if figure is not None:
-                _check_figure(name, figure)
+                check_figure(name, figure)
 
     # -- accessors: plain numbers, None when unknown -------------------------------------------
     def peak(self, dtype: str, op: str = "") -> float | None:
@@ -259,7 +264,7 @@ class Ceilings:
         """
         updates: dict[str, Any] = {}
         for name, change in changes.items():
-            if name in _FIGURE_MAPS:
+            if name in FIGURE_MAPS:
                 if not isinstance(change, Mapping):
                     raise UsageError(f"with_overrides({name}=...) takes a mapping, got {change!r}")
                 merged = dict(getattr(self, name))
@@ -274,14 +279,14 @@ class Ceilings:
             elif name in ("target_id", "kind", "origin"):
                 updates[name] = str(change)
             else:
-                known = ", ".join(("target_id", "kind", "origin") + _FIGURE_MAPS + _FIGURE_SCALARS + ("launch_prior_s",))
+                known = ", ".join(("target_id", "kind", "origin") + FIGURE_MAPS + _FIGURE_SCALARS + ("launch_prior_s",))
                 raise UsageError(f"Ceilings has no figure {name!r}; known: {known}")
         return dataclasses.replace(self, **updates)
 
     def filled_from(self, other: "Ceilings") -> "Ceilings":
         """A copy whose missing figures are taken from ``other`` (sources say where each came from)."""
         updates: dict[str, Any] = {}
-        for name in _FIGURE_MAPS:
+        for name in FIGURE_MAPS:
             updates[name] = {**getattr(other, name), **getattr(self, name)}
         for name in (*_FIGURE_SCALARS, "launch_prior_s"):
             updates[name] = getattr(self, name) or getattr(other, name)
@@ -294,7 +299,7 @@ class Ceilings:
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"version": CEILINGS_VERSION, "target_id": self.target_id,
                                 "kind": self.kind, "origin": self.origin}
-        for name in _FIGURE_MAPS:  # collective maps only when measured: older files stay as they were
+        for name in FIGURE_MAPS:  # collective maps only when measured: older files stay as they were
             if getattr(self, name) or not name.startswith("collective_"):
                 data[name] = {key: figure.to_json() for key, figure in getattr(self, name).items()}
         for name in _FIGURE_SCALARS:
@@ -310,7 +315,7 @@ class Ceilings:
             raise FormatError(f"Ceilings JSON version {data.get('version')!r} is not {CEILINGS_VERSION}")
         try:
             kwargs: dict[str, Any] = {n: str(data.get(n, "")) for n in ("target_id", "kind", "origin")}
-            for name in _FIGURE_MAPS:
+            for name in FIGURE_MAPS:
                 kwargs[name] = {k: Figure(float(f["value"]), str(f["source"])) for k, f in (data.get(name) or {}).items()}
             for name in (*_FIGURE_SCALARS, "launch_prior_s"):
                 raw = data.get(name)

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 from ..errors import FormatError, UsageError
 from ..formats import PROFILE
 from ..targets.spec import Figure
-from ..work import DTYPES, MEMORY_LEVELS, TRANSFER_KINDS
-from .ceilings import _FIGURE_MAPS, COLLECTIVE_OPS, _check_figure
+from ..work import COLLECTIVE_OPS, DTYPES, MEMORY_LEVELS, TRANSFER_KINDS
+from .ceilings import FIGURE_MAPS, check_figure
 
 if TYPE_CHECKING:
     from .opclass_costs import OpCosts
@@ -75,11 +75,11 @@ def read_profile_figures(profile: Mapping[str, Any]) -> dict[str, Any]:
     target = profile.get("target") or {}
     target_id = str(target.get("id", ""))
     default_source = f"measured: capability profile of {target_id or 'an unnamed target'}"
-    out: dict[str, Any] = {name: {} for name in _FIGURE_MAPS}
+    out: dict[str, Any] = {name: {} for name in FIGURE_MAPS}
     out.update(target_id=target_id, kind=str(target.get("kind", "")), origin=f"profile:{target_id}")
     if target.get("compute_units") is not None:
         try:
-            out["compute_units"] = _check_figure(
+            out["compute_units"] = check_figure(
                 "compute_units", Figure(target["compute_units"], f"{default_source}: target"))
         except UsageError as exc:
             raise FormatError(f"capability profile target: {exc}") from exc
@@ -110,12 +110,12 @@ def read_profile_figures(profile: Mapping[str, Any]) -> dict[str, Any]:
                     found["collective_ranks"] = _scaled(entry, "ranks", "compute_units", None)
                 for target, number in found.items():
                     if number is not None:
-                        out[target][key] = _check_figure(target, Figure(number, source), key)
+                        out[target][key] = check_figure(target, Figure(number, source), key)
                 continue
             value = _scaled(entry, "value", "flops" if quantity == "gemm" else quantity, entry.get("unit"))
             if value is None:
                 continue
-            figure = _check_figure(field_name, Figure(value, source), key)
+            figure = check_figure(field_name, Figure(value, source), key)
         except UsageError as exc:
             raise FormatError(f"profile ceiling {name!r}: {exc}") from exc
         if field_name == "peak_flops":

@@ -31,9 +31,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..work import Collective, Work
+from ..work import COLLECTIVE_OPS, Collective, Work
 from .base import Prediction, Uncovered, guarded
-from .ceilings import COLLECTIVE_OPS, Ceilings
+from .ceilings import Ceilings
 from .roofline import predict_overlapped, roofline_terms, target_label
 
 _ALIASES = {

@@ -153,16 +153,16 @@ def render_text(document: Mapping[str, Any]) -> str:
 
 def html_section(document: Mapping[str, Any]) -> str:
     """The bottlenecks as an HTML fragment (the page's CSS and table style)."""
-    from .html import _table
+    from .html import html_table
 
     parts = ["<h2>Bottlenecks</h2>", '<ul class="meta">' + "".join(
         f"<li>{html.escape(line)}</li>" for line in _header_lines(document)) + "</ul>"]
     headers, rows = case_rows(document)
-    parts.append(_table(headers, rows) if rows else "<p>No case to attribute.</p>")
+    parts.append(html_table(headers, rows) if rows else "<p>No case to attribute.</p>")
     for case in document.get("cases") or ():
         if case.get("ops"):
             headers, rows = op_rows(case)
-            parts.append(f"<h3>Ops of {html.escape(str(case['subject']))}</h3>" + _table(headers, rows))
+            parts.append(f"<h3>Ops of {html.escape(str(case['subject']))}</h3>" + html_table(headers, rows))
     return "\n".join(parts)
 
 

@@ -87,7 +87,7 @@ def _ceiling_value(profile: Mapping[str, Any], prefixes: Sequence[str]) -> float
 
 def plot_roofline_overlay(profiles: Sequence[Mapping[str, Any]], names: Sequence[str]) -> Any:
     """Each target's attainable FLOP/s against intensity: best flops/gemm peak, DRAM bandwidth slope."""
-    from .plots import _figure
+    from .plots import new_figure
 
     roofs: list[tuple[str, float, float | None]] = []
     for profile, name in zip(profiles, names):
@@ -96,7 +96,7 @@ def plot_roofline_overlay(profiles: Sequence[Mapping[str, Any]], names: Sequence
             roofs.append((name, peak, _ceiling_value(profile, ("bandwidth:dram",))))
     if not roofs:
         return None
-    figure = _figure()
+    figure = new_figure()
     axes = figure.add_subplot()
     ridges = [peak / bw for _, peak, bw in roofs if bw]
     low, high = min(ridges + [1.0]) / 100, max(ridges + [1.0]) * 100
@@ -112,14 +112,14 @@ def plot_roofline_overlay(profiles: Sequence[Mapping[str, Any]], names: Sequence
 
 def plot_curve_overlay(profiles: Sequence[Mapping[str, Any]], names: Sequence[str], key: str) -> Any:
     """The ``bandwidth`` or ``latency`` curve of every target on one axis (median over runs per size)."""
-    from .plots import _figure
+    from .plots import new_figure
 
     scale, ylabel, title = ((1e9, "latency per access (ns)", "Latency curves") if key == "latency"
                             else (1.0, "bandwidth (B/s)", "Bandwidth curves"))
     curves = [(n, ((p.get("curves") or {}).get(key) or {}).get("points") or []) for p, n in zip(profiles, names)]
     if not any(points for _, points in curves):
         return None
-    figure = _figure()
+    figure = new_figure()
     axes = figure.add_subplot()
     for name, points in curves:
         by_size: dict[float, list[float]] = {}
@@ -136,8 +136,8 @@ def plot_curve_overlay(profiles: Sequence[Mapping[str, Any]], names: Sequence[st
 def render_html(comparison: Mapping[str, Any], profiles: Sequence[Mapping[str, Any]]) -> str:
     """The comparison as one HTML document with its plots inline (needs matplotlib: extra ``report``)."""
     from ..errors import require_extra
-    from .html import CSS, _table
-    from .plots import _svg
+    from .html import CSS, html_table
+    from .plots import svg_text
 
     require_extra("matplotlib", "report")
     names = [t["label"] for t in comparison["targets"]]
@@ -153,16 +153,16 @@ def render_html(comparison: Mapping[str, Any], profiles: Sequence[Mapping[str, A
             f'<li class="caveat">{html.escape(c)}</li>' for c in comparison["caveats"]) + "</ul>")
     headers, rows = class_rows(comparison)
     if rows:
-        parts.append(f"<h2>Workload classes</h2><p>Scores: {html.escape(_CLASS_NOTE)}.</p>" + _table(headers, rows))
+        parts.append(f"<h2>Workload classes</h2><p>Scores: {html.escape(_CLASS_NOTE)}.</p>" + html_table(headers, rows))
     headers, rows = comparison_rows(comparison)
-    parts.append("<h2>Ceilings</h2>" + (_table(headers, rows) if rows else "<p>No ceiling in these profiles.</p>"))
+    parts.append("<h2>Ceilings</h2>" + (html_table(headers, rows) if rows else "<p>No ceiling in these profiles.</p>"))
     plots = [plot_roofline_overlay(profiles, names), plot_curve_overlay(profiles, names, "bandwidth"),
              plot_curve_overlay(profiles, names, "latency")]
     plots = [p for p in plots if p is not None]
     if plots:
         parts.append("<h2>Plots</h2>")
         for figure in plots:
-            parts.append(f'<div class="plot">{_svg(figure)}</div>')
+            parts.append(f'<div class="plot">{svg_text(figure)}</div>')
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 

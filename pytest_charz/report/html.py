@@ -19,7 +19,8 @@ ul.meta { padding-left: 1.2em; }
 """
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+def html_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """An HTML table of ``headers`` and ``rows``, every cell escaped."""
     head = "".join(f"<th>{html.escape(str(h))}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
@@ -64,13 +65,14 @@ def render_html(profile: Mapping[str, Any], bottlenecks: Mapping[str, Any] | Non
     ]
     line_headers, line_rows = bottom_line_rows(profile)
     if line_rows:
-        parts.append("<h2>Bottom line</h2>" + _table(line_headers, line_rows))
+        parts.append("<h2>Bottom line</h2>" + html_table(line_headers, line_rows))
     parts.append(_meta(profile))
     if profile.get("caveats"):
         parts.append("<h2>Caveats</h2><ul>" + "".join(
             f'<li class="caveat">{html.escape(c)}</li>' for c in profile["caveats"]) + "</ul>")
     headers, rows = ceiling_rows(profile)
-    parts.append("<h2>Ceilings</h2>" + (_table(headers, rows) if rows else "<p>No ceiling could be read from these runs.</p>"))
+    parts.append("<h2>Ceilings</h2>"
+                 + (html_table(headers, rows) if rows else "<p>No ceiling could be read from these runs.</p>"))
     sources = [(c["name"], c["spec_source"]) for c in profile.get("ceilings") or () if c.get("spec_source")]
     if sources:
         parts.append("<h3>Spec figures</h3><ul>" + "".join(

@@ -23,7 +23,9 @@ TITLES = {
 }
 
 
-def _figure() -> Any:
+def new_figure() -> Any:
+    """A fresh matplotlib Figure on its own Agg canvas (no pyplot state); MissingExtraError naming
+    the ``report`` extra when matplotlib is not installed."""
     require_extra("matplotlib", "report")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -33,7 +35,9 @@ def _figure() -> Any:
     return figure
 
 
-def _svg(figure: Any) -> str:
+def svg_text(figure: Any) -> str:
+    """``figure`` as self-contained inline SVG text: no prolog, metadata or namespace URLs, text
+    kept as text, the same bytes for the same figure."""
     import matplotlib
 
     buffer = io.StringIO()
@@ -54,7 +58,7 @@ def plot_roofline(profile: Mapping[str, Any]) -> Any:
     points = [p for p in (profile.get("curves") or {}).get("flops", {}).get("points", [])]
     if not points:
         return None
-    figure = _figure()
+    figure = new_figure()
     axes = figure.add_subplot()
     intensities = [p["intensity_flop_per_byte"] for p in points if p.get("intensity_flop_per_byte")]
     low = min(intensities + [0.1]) / 4
@@ -96,7 +100,7 @@ def _plot_levels(profile: Mapping[str, Any], key: str, ylabel: str, scale: float
     curve = (profile.get("curves") or {}).get(key)
     if not curve or not curve.get("points"):
         return None
-    figure = _figure()
+    figure = new_figure()
     axes = figure.add_subplot()
     runs = _grouped(curve["points"], lambda p: p.get("run", 0))
     for run, points in sorted(runs.items()):
@@ -131,7 +135,7 @@ def plot_transfers(profile: Mapping[str, Any]) -> Any:
     transfer = (profile.get("curves") or {}).get("transfer") or {}
     if not transfer.get("points"):
         return None
-    figure = _figure()
+    figure = new_figure()
     axes = figure.add_subplot()
     fitted = _ceilings(profile, "transfer:")
     for kind, points in sorted(transfer["points"].items()):
@@ -158,7 +162,7 @@ def plot_contention(profile: Mapping[str, Any]) -> Any:
     slowdowns = _ceilings(profile, "slowdown:")
     if not slowdowns:
         return None
-    figure = _figure()
+    figure = new_figure()
     axes = figure.add_subplot()
     names = sorted(slowdowns)
     axes.bar(range(len(names)), [slowdowns[n]["value"] for n in names], color="tab:red")
@@ -186,7 +190,7 @@ def plot_svgs(profile: Mapping[str, Any]) -> list[tuple[str, str]]:
     for key, make in makers:
         figure = make()
         if figure is not None:
-            out.append((TITLES[key], _svg(figure)))
+            out.append((TITLES[key], svg_text(figure)))
     return out
 
 

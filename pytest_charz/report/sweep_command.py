@@ -79,10 +79,10 @@ def progress_bar(total: int, enabled: bool) -> tuple[Callable[[int], None], Call
 
 def sweep_plots(result: Any) -> list[tuple[str, str]]:
     """The Pareto front and the sensitivity ranking as inline SVG (needs matplotlib: extra ``report``)."""
-    from .plots import _figure, _svg
+    from .plots import new_figure, svg_text
 
     plots = []
-    figure = _figure()
+    figure = new_figure()
     axes = figure.add_subplot(1, 1, 1)
     axes.scatter([p.latency_s * 1e3 for p in result.points], [p.energy_j for p in result.points], s=8,
                  color="#999999", label="configurations")
@@ -96,15 +96,15 @@ def sweep_plots(result: Any) -> list[tuple[str, str]]:
     axes.set_ylabel("energy (J)")
     axes.legend(loc="best", fontsize="small")
     axes.grid(True, alpha=0.3)
-    plots.append(("Latency against energy", _svg(figure)))
+    plots.append(("Latency against energy", svg_text(figure)))
     if result.ranking:
-        figure = _figure()
+        figure = new_figure()
         axes = figure.add_subplot(1, 1, 1)
         names = [s.parameter for s in result.ranking][::-1]
         axes.barh(names, [100 * s.swing for s in result.ranking][::-1], color="#2980b9")
         axes.set_xlabel("end-to-end latency swing over the range (%)")
         axes.grid(True, axis="x", alpha=0.3)
-        plots.append(("Sensitivity of the end-to-end time", _svg(figure)))
+        plots.append(("Sensitivity of the end-to-end time", svg_text(figure)))
     return plots
 
 

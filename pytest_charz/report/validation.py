@@ -1,6 +1,6 @@
 """The validation report (Markdown and one self-contained HTML file) from a validation JSON.
 
-Everything shown is read from the JSON that :mod:`pytest_charz.calibration.validate` writes; plots are
+Everything shown is read from the JSON that :mod:`pytest_charz.validation.models` writes; plots are
 inline SVG drawn with matplotlib's Agg canvas (imported only when plots are drawn).
 """
 from __future__ import annotations
@@ -10,6 +10,7 @@ import math
 from typing import Any, Mapping, Sequence
 
 from .html import CSS as _CSS
+from .html import html_table
 from .markdown import render_table
 from .units import format_time
 
@@ -128,17 +129,11 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def _html_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
 def plot_scatter(report: Mapping[str, Any], model: str) -> Any:
     """Predicted against measured time (log-log), coloured by regime, held-out and transfer cases."""
-    from .plots import _figure
+    from .plots import new_figure
 
-    figure = _figure()
+    figure = new_figure()
     axes = figure.add_subplot()
     cases = [c for c in report["cases"] if c["model"] == model]
     for regime, colour in REGIME_COLOURS.items():
@@ -161,9 +156,9 @@ def plot_scatter(report: Mapping[str, Any], model: str) -> Any:
 
 def plot_error_cdf(report: Mapping[str, Any]) -> Any:
     """Cumulative distribution of held-out |error|, one line per model."""
-    from .plots import _figure
+    from .plots import new_figure
 
-    figure = _figure()
+    figure = new_figure()
     axes = figure.add_subplot()
     for model in report["models"]:
         errors = sorted(abs(c["error"]) for c in report["cases"] if c["model"] == model and c["kind"] == "held-out")
@@ -179,11 +174,11 @@ def plot_error_cdf(report: Mapping[str, Any]) -> Any:
 
 def plot_svgs(report: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(title, inline SVG) of every plot the report has data for."""
-    from .plots import _svg
+    from .plots import svg_text
 
-    plots = [(f"{model}: predicted vs measured", _svg(plot_scatter(report, model))) for model in report["models"]]
+    plots = [(f"{model}: predicted vs measured", svg_text(plot_scatter(report, model))) for model in report["models"]]
     if report["models"]:
-        plots.append(("Held-out error CDF per model", _svg(plot_error_cdf(report))))
+        plots.append(("Held-out error CDF per model", svg_text(plot_error_cdf(report))))
     return plots
 
 
@@ -194,7 +189,7 @@ def render_html(report: Mapping[str, Any], plots: bool = True) -> str:
              f"<title>Model validation</title><style>{_CSS}</style></head><body>", "<h1>Model validation</h1>",
              "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in _intro(report)) + "</ul>"]
     for title, headers, rows, empty in _sections(report):
-        body = _html_table(headers, rows) if rows else f"<p>{html.escape(empty)}</p>"
+        body = html_table(headers, rows) if rows else f"<p>{html.escape(empty)}</p>"
         parts.append(f"<h2>{html.escape(title)}</h2>{body}")
     if drawn:
         parts.append("<h2>Plots</h2>")

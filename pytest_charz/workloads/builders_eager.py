@@ -27,8 +27,8 @@ from typing import Any, Mapping, Sequence
 
 from .builders_layers import ROPE_FAMILIES, LayerBuilder, experts_active, vit_tokens
 from .builders_ops import Precision, embedding, gemm
-from .graph import DTYPE_BYTES, Op, TensorSpec
-from ..work import Work
+from .graph import Op, TensorSpec
+from ..work import DTYPE_BYTES, Work
 
 FLOATS = ("fp32", "bf16", "fp16", "fp8", "fp64")
 T = TensorSpec

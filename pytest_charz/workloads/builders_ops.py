@@ -25,8 +25,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..work import Collective, Work
-from .graph import DTYPE_BYTES, Op, TensorSpec
+from ..work import DTYPE_BYTES, Collective, Work
+from .graph import Op, TensorSpec
 
 #: Arithmetic per output element of each elementwise or normalisation kind.
 FLOPS_PER_ELEMENT = {"add": 1, "rotary": 3, "silu_mul": 5, "gelu": 8, "gelu_new": 8, "tanh": 4, "rmsnorm": 4,

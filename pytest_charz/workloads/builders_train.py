@@ -22,9 +22,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ..work import Work
+from ..work import DTYPE_BYTES, Work
 from .builders_ops import FLOPS_PER_ELEMENT, Precision, collective
-from .graph import DTYPE_BYTES, Op, TensorSpec
+from .graph import Op, TensorSpec
 
 FP32_BYTES = DTYPE_BYTES["fp32"]
 FLOAT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "fp64")

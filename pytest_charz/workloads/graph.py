@@ -19,14 +19,13 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..errors import FormatError, UsageError
 from ..formats import GRAPH
-from ..work import DTYPES, Work
+from ..work import DTYPE_BYTES, DTYPES, Work
 
 OP_CLASSES = ("gemm", "bmm", "conv", "attention", "elementwise", "reduction", "softmax", "norm", "embedding",
               "copy", "transpose", "collective", "other")
 PHASES = ("prefill", "decode", "train", "forward")
-#: Bytes per element of each dtype the IR knows (``bool`` and integer index tensors included).
-DTYPE_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int32": 4,
-               "int64": 8, "bool": 1, "uint8": 1, "int16": 2}
+# The bytes per element of each dtype the IR knows: :data:`pytest_charz.work.DTYPE_BYTES`, kept
+# below the models (which size an op's output with it); ``graph.DTYPE_BYTES`` is that same table.
 
 
 def check_op_class(op_class: str) -> str:
