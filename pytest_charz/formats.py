@@ -160,7 +160,7 @@ def atomic_write_text(path: str, text: str) -> None:
 # Documents (files).
 RUN = Format("charz-run", 2, "charz run")
 PROFILE = Format("charz-profile", 1, "charz profile")
-CALIBRATION = Format("charz-calibration", 1, "charz calibration file")
+CALIBRATION = Format("charz-calibration", 2, "charz calibration file")
 VALIDATION = Format("charz-validation", 1, "charz validation report")
 BASELINE = Format("charz-baseline", 1, "charz baseline")
 GRAPH = Format("charz-graph", 1, "charz workload graph")

@@ -10,7 +10,7 @@ filled with the figures measured on its calibration cases), filled from the prof
 ``opclass`` model gets the calibration's op-class figures, filled from the profile's.
 
 A calibration is ``charz calibrate``'s file in any form: its path, the document as written (a
-mapping), or the :class:`~pytest_charz.calibration.file.CalibrationFile` it loads to; all give
+mapping), or the :class:`~pytest_charz.calibration.file.Calibration` it loads to; all give
 the same predictions. It is checked against what it is used with: another model, another target
 or another host CPU than the one it was measured on is a UsageError naming the file and what
 differs. (Not named ``predict.py``: a submodule of that name would replace the
@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Mapping, Sequence, Union, overload
 
-from .calibration.file import CalibrationFile, load_calibration_file
+from .calibration.file import Calibration, load_calibration
 from .calibration.predictor import Predictor
 from .errors import FormatError, UsageError
 from .formats import CALIBRATION, PROFILE
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from .targets.spec import TargetSpec
 
 ProfileArg = Union[Mapping[str, Any], str, "os.PathLike[str]", None]
-CalibrationArg = Union[CalibrationFile, Mapping[str, Any], str, "os.PathLike[str]", None]
+CalibrationArg = Union[Calibration, Mapping[str, Any], str, "os.PathLike[str]", None]
 TargetArg = Union[str, "TargetSpec", None]
 
 
@@ -46,22 +46,22 @@ def read_profile(profile: Mapping[str, Any] | str | os.PathLike[str]) -> Mapping
     return PROFILE.load(profile)
 
 
-def read_calibration(calibration: CalibrationArg) -> tuple[CalibrationFile | None, str]:
-    """``calibration`` in any accepted form as ``(CalibrationFile, where it came from)``.
+def read_calibration(calibration: CalibrationArg) -> tuple[Calibration | None, str]:
+    """``calibration`` in any accepted form as ``(Calibration, where it came from)``.
 
     A path or a document that is not a calibration file, or the ``"calibration"`` record nested
     in one (it lacks the ceilings and bands the fit was made against), is a UsageError naming it.
     """
     if calibration is None:
         return None, ""
-    if isinstance(calibration, CalibrationFile):
+    if isinstance(calibration, Calibration):
         return calibration, "the given calibration"
     if isinstance(calibration, (str, os.PathLike)):
         path = os.fspath(calibration)
         if not os.path.exists(path):
             raise UsageError(f"calibration file {path!r} does not exist")
         try:
-            return load_calibration_file(path), path
+            return load_calibration(path), path
         except FormatError as exc:
             raise UsageError(f"{exc} (write one with `charz calibrate RUN`)") from None
     if isinstance(calibration, Mapping):
@@ -70,10 +70,10 @@ def read_calibration(calibration: CalibrationArg) -> tuple[CalibrationFile | Non
                              "without the ceilings and bands it was fitted with: pass the whole file (its path "
                              "or its document)")
         try:
-            return CalibrationFile.from_json(calibration, "the calibration document"), "the calibration document"
+            return Calibration.from_json(calibration, "the calibration document"), "the calibration document"
         except FormatError as exc:
             raise UsageError(str(exc)) from None
-    raise UsageError(f"calibration= takes a calibration file's path, its document or a CalibrationFile, "
+    raise UsageError(f"calibration= takes a calibration file's path, its document or a Calibration, "
                      f"got {type(calibration).__name__}")
 
 
@@ -94,7 +94,7 @@ def spec_ceilings(spec: "TargetSpec", model: str) -> Ceilings:
     return Ceilings.from_spec(spec, priors="missing") if model == "spec-roofline" else Ceilings.from_spec(spec)
 
 
-def _check_calibration_target(calfile: CalibrationFile, source: str, spec: "TargetSpec") -> None:
+def _check_calibration_target(calfile: Calibration, source: str, spec: "TargetSpec") -> None:
     """A calibration used for ``spec``: the same target id, and for a host CPU the same CPU."""
     if calfile.target != spec.id:
         raise UsageError(f"the calibration {source!r} is of target {calfile.target!r}, not {spec.id!r}; "
@@ -178,7 +178,7 @@ def predict(
     ``target`` is a catalogue name or alias (``cpu``: this host); ``model`` a registry name
     (:data:`pytest_charz.models.registry.MODELS`, default ``opclass``) or a model object;
     ``profile`` a capability profile (mapping or file path); ``calibration`` the file ``charz
-    calibrate`` wrote (its path, its document or the loaded CalibrationFile). Left out, the
+    calibrate`` wrote (its path, its document or the loaded Calibration). Left out, the
     target and model are the calibration's (the target else the profile's). See
     :func:`load_predictor` for the checks.
     """

@@ -15,8 +15,8 @@ from pytest_charz.calibration.classes import class_key
 from pytest_charz.calibration.fit import fit
 from pytest_charz.errors import UsageError
 from pytest_charz.calibration.observations import ceilings_from_run, observations
-from pytest_charz.calibration.validate import validate
-from pytest_charz.calibration.workloads import is_workload, validate_workloads
+from pytest_charz.validation.models import validate
+from pytest_charz.validation.workloads import is_workload, validate_workloads
 from pytest_charz.models import Ceilings
 from pytest_charz.models.opclass import OpClassModel, fits_level
 from pytest_charz.models.opclass_costs import OpCosts
@@ -234,7 +234,7 @@ def test_a_second_machines_run_is_kept_apart() -> None:
 def test_machines_of_one_host_name_are_told_apart_by_their_caches() -> None:
     from dataclasses import replace
 
-    from pytest_charz.calibration.workloads import machine_of
+    from pytest_charz.validation.workloads import machine_of
 
     zen5 = load_run(GOLDEN_RUN)
     assert zen5.target.spec is not None
@@ -281,7 +281,7 @@ def test_a_skinny_gemm_is_calibrated_apart_from_square_ones() -> None:
     assert class_key(gemm(4096, 16, 256)) == "gemm.skinny:fp32"
     assert class_key(gemm(17, 1024, 1024)) == "gemm:fp32"
     assert class_key(Work(flops=1e6, op="gemm")) == "gemm:fp32"      # no dims: the class
-    from pytest_charz.calibration.workloads import split_runs
+    from pytest_charz.validation.workloads import split_runs
 
     micro, _ = split_runs([simulated_run()])
     classes = fit(get_model("opclass"), micro, spec_ceilings()).calibration.classes
@@ -293,7 +293,7 @@ def test_a_replayed_op_is_predicted_as_the_bare_op_and_its_workload_with_the_mod
     # replayed alone, a captured op's time holds its dispatch and kernel, not the module code
     # around it (10.7 us per op on the Zen 4 guest): scored against the module's per-op cost, a
     # 1.5 us elementwise op read -86%
-    from pytest_charz.calibration.workloads import REPLAYED
+    from pytest_charz.validation.workloads import REPLAYED
 
     base = simulated_run()
     data = base.to_json()

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from charz_factories import case_json, measurement_json, run_json
-from pytest_charz.calibration.file import CalibrationFile, band_for, calibrate, load_calibration_file
+from pytest_charz.calibration.file import Calibration, band_for, calibrate, load_calibration
 from pytest_charz.calibration.observations import ceilings_from_run, observations, split_cases
 from pytest_charz.errors import FormatError, UsageError
 from pytest_charz.models import Ceilings, Composite
@@ -91,12 +91,12 @@ def test_ceilings_from_run_rebuild_the_recorded_spec() -> None:
 
 
 def test_calibration_recovers_the_efficiency() -> None:
-    calfile = calibrate([synthetic_run(sigma=0.01)], holdout=None)
+    calfile = calibrate([synthetic_run(sigma=0.01)], model="composite", holdout=None)
     for name, truth in (("gemm:bf16", GEMM_EFF), ("copy", COPY_EFF)):
         table = calfile.calibration.tables[name]
         for log10_size, fitted in zip(table.log10_sizes, table.efficiency):
             assert fitted == pytest.approx(truth(10**log10_size), rel=0.03)
-    # the pooled op table serves Calibration.adjust (api.predict) for the same op
+    # the pooled op table serves ModelFit.apply for a work of the same op without its dtype key
     assert calfile.calibration.tables["gemm"].size == "flops"
     assert calfile.calibration.tables["copy"].size == "bytes"
     prediction = calfile.predict(gemm_work(4096))
@@ -160,7 +160,7 @@ def test_calibration_file_round_trip_and_version(tmp_path: Any) -> None:
     calfile = calibrate([synthetic_run(gemm_sizes=GEMM_SIZES[:6], copy_sizes=COPY_SIZES[:6])])
     path = tmp_path / "cal.json"
     path.write_text(json.dumps(calfile.to_json()))
-    loaded = load_calibration_file(path)
+    loaded = load_calibration(path)
     assert loaded.to_json() == calfile.to_json()
     assert loaded.held_out and set(loaded.held_out).isdisjoint(loaded.fitted_on["cases"])
     assert loaded.fitted_on["runs"][0]["created"] == "2025-01-01T00:00:00+00:00"
@@ -168,12 +168,12 @@ def test_calibration_file_round_trip_and_version(tmp_path: Any) -> None:
     data["version"] = 99
     path.write_text(json.dumps(data))
     with pytest.raises(FormatError, match="version 99"):
-        load_calibration_file(path)
+        load_calibration(path)
     path.write_text(json.dumps({**calfile.to_json(), "kind": "charz-run"}))
     with pytest.raises(FormatError, match="not a charz calibration"):
-        load_calibration_file(path)
+        load_calibration(path)
     with pytest.raises(FormatError):
-        CalibrationFile.from_json({**calfile.to_json(), "bands": {"compute": {"lo": "x"}}})
+        Calibration.from_json({**calfile.to_json(), "bands": {"compute": {"lo": "x"}}})
 
 
 def test_calibrate_refuses_mixed_targets_and_uncovering_models() -> None:

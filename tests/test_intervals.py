@@ -7,7 +7,7 @@ import math
 import pytest
 
 from pytest_charz.calibration.classes import EXTRAPOLATION_WIDENING, ClassFit, fit_classes, summed_interval
-from pytest_charz.calibration.efficiency import Calibration, EfficiencyTable
+from pytest_charz.calibration.efficiency import ModelFit, EfficiencyTable
 from pytest_charz.models.base import Prediction
 from pytest_charz.work import Work
 
@@ -75,14 +75,14 @@ def test_class_intervals_come_from_leave_one_out_residuals() -> None:
 
 def test_a_calibration_with_classes_applies_them_before_its_tables() -> None:
     table = EfficiencyTable("gemm", "flops", (6.0,), (0.1,))
-    calibration = Calibration("opclass", {"gemm": table}, (0.5, 2.0), 0.9, {"gemm:fp32": fitted_class()})
+    calibration = ModelFit("opclass", {"gemm": table}, (0.5, 2.0), 0.9, {"gemm:fp32": fitted_class()})
     prediction = Prediction.of_terms("opclass", 1.0, "compute:fp32", {"compute:fp32": 1.0})
     adjusted = calibration.apply(prediction, Work(flops=1e9, op="gemm"), 0.0)
     assert adjusted.time_s == pytest.approx(1.0 / fitted_class().table.at(1e9))
-    restored = Calibration.from_json(calibration.to_json())
+    restored = ModelFit.from_json(calibration.to_json())
     assert restored.classes["gemm:fp32"] == fitted_class()
-    # a Calibration without classes writes the JSON it always wrote
-    assert "classes" not in Calibration("composite", {"gemm": table}).to_json()
+    # a ModelFit without classes writes the JSON it always wrote
+    assert "classes" not in ModelFit("composite", {"gemm": table}).to_json()
 
 
 def test_a_transcendental_function_is_calibrated_on_its_own_and_falls_back_to_the_class() -> None:

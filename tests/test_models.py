@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-from pytest_charz.calibration.efficiency import Calibration, EfficiencyTable, conformal_interval, fit_efficiency
+from pytest_charz.calibration.efficiency import ModelFit, EfficiencyTable, conformal_interval, fit_efficiency
 from pytest_charz.errors import FormatError, UsageError
 from pytest_charz.models import (
     MODELS, AlphaBeta, Ceilings, Composite, Gemm, GemmParams, HierarchicalRoofline, Launch, Model, Prediction,
@@ -425,14 +425,14 @@ def test_conformal_interval_takes_the_conformal_order_statistics() -> None:
 def test_calibration_divides_by_efficiency_but_never_beats_the_roofline() -> None:
     work = gemm(1000, 1000, 1000)  # 2e9 FLOPs: efficiency 0.65
     raw = Composite().predict(work, h100_like())
-    calibration = Calibration("composite", {"gemm": TRUE_TABLE}, interval=(0.9, 1.2), level=0.9)
+    calibration = ModelFit("composite", {"gemm": TRUE_TABLE}, interval=(0.9, 1.2), level=0.9)
     adjusted = calibration.apply(raw, work, floor_s=0.0)
     assert adjusted.time_s == pytest.approx(raw.time_s / TRUE_TABLE.at(2e9))
     assert adjusted.interval_s == (pytest.approx(0.9 * adjusted.time_s), pytest.approx(1.2 * adjusted.time_s))
     assert adjusted.model == "composite+calibration"
-    optimistic = Calibration("composite", {"": EfficiencyTable("", "flops", (0.0,), (50.0,))})
+    optimistic = ModelFit("composite", {"": EfficiencyTable("", "flops", (0.0,), (50.0,))})
     assert optimistic.apply(raw, work, floor_s=raw.time_s / 2).time_s == pytest.approx(raw.time_s / 2)
-    assert Calibration.from_json(calibration.to_json()) == calibration
+    assert ModelFit.from_json(calibration.to_json()) == calibration
 
 
 # -- API ------------------------------------------------------------------------------------------
@@ -462,7 +462,7 @@ def fake_catalogue(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_predict_takes_one_work_or_many() -> None:
     one = predict(Work(1e12, dtype="fp32"), target="tiny", model="spec-roofline")
     assert isinstance(one, Prediction) and one.time_s == pytest.approx(1.0)
-    many = predict([Work(1e12, dtype="fp32"), Work(bytes=2e12)], target="tiny")
+    many = predict([Work(1e12, dtype="fp32"), Work(bytes=2e12)], target="tiny", model="spec-roofline")
     assert [p.time_s for p in many] == [pytest.approx(1.0), pytest.approx(2.0)]
 
 
@@ -478,12 +478,12 @@ def test_predict_with_a_profile_and_a_calibration(tmp_path) -> None:
     assert datasheet.time_s == pytest.approx(0.8)
     with pytest.raises(UsageError, match="profile="):
         predict(Work(bytes=1.0), target="tiny", model="empirical-roofline")
-    from pytest_charz.calibration.file import CalibrationFile
+    from pytest_charz.calibration.file import Calibration
     from pytest_charz.models.ceilings import Ceilings
 
     # a calibration predicts on the ceilings it was fitted against: here the profile's
     fitted_on = Ceilings.from_profile(profile()).filled_from(Ceilings.from_spec(tiny_spec()))
-    calibration = CalibrationFile("tiny", "composite", Calibration("composite", {"": EfficiencyTable(
+    calibration = Calibration("tiny", "composite", ModelFit("composite", {"": EfficiencyTable(
         "", "bytes", (0.0,), (0.5,))}), fitted_on, {}, {}, (), "").to_json()
     slowed = predict(Work(bytes=8e11), target="tiny", profile=profile(), calibration=calibration)
     assert slowed.time_s == pytest.approx(2.0)

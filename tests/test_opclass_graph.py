@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_charz.calibration.classes import ClassFit
-from pytest_charz.calibration.efficiency import Calibration, EfficiencyTable
+from pytest_charz.calibration.efficiency import ModelFit, EfficiencyTable
 from pytest_charz.work import Work
 from pytest_charz.workloads.graph import Graph, Op, sequential
 from pytest_charz.workloads.predict import DEFAULT_HOST_DISPATCH_S, predict_graph
@@ -33,14 +33,14 @@ def test_a_cpu_graph_uses_the_measured_torch_dispatch_not_the_default() -> None:
 def test_the_latency_interval_sums_the_ops_intervals() -> None:
     flat = lambda key, size: ClassFit(key, EfficiencyTable(key, size, (3.0,), (1.0,)), (2.0, 9.0), 5,  # noqa: E731
                                       ("x",), (0.8, 1.3), "conformal")
-    calibration = Calibration("opclass", {}, (1.0, 1.0), 0.9,
+    calibration = ModelFit("opclass", {}, (1.0, 1.0), 0.9,
                               {"elementwise:fp32": flat("elementwise:fp32", "bytes"), "gemm:fp32": flat("gemm:fp32", "flops")})
-    from pytest_charz.calibration.file import CalibrationFile
+    from pytest_charz.calibration.file import Calibration
     from pytest_charz.prediction import load_predictor
 
     # the class fits as a calibration file of this host's ceilings (the ones it is fitted against)
     fitted_on = load_predictor("cpu", "opclass", PROFILE).ceilings
-    calibration_file = CalibrationFile(fitted_on.target_id, "opclass", calibration, fitted_on, {}, {}, (), "")
+    calibration_file = Calibration(fitted_on.target_id, "opclass", calibration, fitted_on, {}, {}, (), "")
     result = predict_graph(chain(), "cpu", model="opclass", profile=PROFILE, calibration=calibration_file)
     low, high = result.interval_s
     assert low < result.latency_s < high
@@ -60,7 +60,7 @@ def test_a_graph_of_model_code_pays_the_measured_per_op_cost_of_module_code() ->
 
 
 def test_captured_ops_are_scored_as_module_code_and_held_out_ones_as_written() -> None:
-    from pytest_charz.calibration.workloads import HELDOUT, op_work
+    from pytest_charz.validation.workloads import HELDOUT, op_work
     from pytest_charz.models.opclass_costs import framework_of
 
     captured = Work(64, 768, launches=1, op="elementwise", shape={"elements": 64})
@@ -74,7 +74,7 @@ def test_captured_ops_are_scored_as_module_code_and_held_out_ones_as_written() -
 def test_a_captured_op_bound_by_its_math_is_scored_as_transcendental(source: str) -> None:
     # the capture names its ops "aten.gelu.default": read as "aten", no captured gelu, tanh or
     # rsqrt was ever scored as the transcendental op it is
-    from pytest_charz.calibration.workloads import op_work
+    from pytest_charz.validation.workloads import op_work
     from pytest_charz.models.opclass_costs import op_class_of
 
     captured = Work(64, 512, launches=1, op="elementwise", shape={"elements": 64})

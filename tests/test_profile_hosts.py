@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from test_profile import ceiling, run_dict, synthetic_cases
 
-from pytest_charz.calibration.validate import validate
+from pytest_charz.validation.models import validate
 from pytest_charz.profile import build_profile
 from pytest_charz.records import Run
 

@@ -1,4 +1,4 @@
-"""Validation of models on runs (pytest_charz.calibration.validate), its report and the charz commands."""
+"""Validation of models on runs (pytest_charz.validation.models), its report and the charz commands."""
 from __future__ import annotations
 
 import json
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from pytest_charz.cli import main
-from pytest_charz.calibration.file import band_for, load_calibration_file
-from pytest_charz.calibration.validate import error_summary, validate
+from pytest_charz.calibration.file import band_for, load_calibration
+from pytest_charz.validation.models import error_summary, validate
 from pytest_charz.report.validation import render_html, render_markdown
 from test_fit import COPY_SIZES, GEMM_SIZES, as_run, linear_efficiency, synthetic_run, synthetic_run_json, write_run
 
@@ -103,14 +103,14 @@ def test_calibrate_and_validate_commands(tmp_path: Any, monkeypatch: pytest.Monk
     path = write_run(tmp_path / "run.json", synthetic_run(sigma=0.05, **SMALL))
     monkeypatch.chdir(tmp_path)
     assert main(["calibrate", path]) == 0
-    calfile = load_calibration_file(tmp_path / "baselines" / "h100-sxm" / "calibration-composite.json")
-    assert calfile.model == "composite" and calfile.held_out
+    calfile = load_calibration(tmp_path / "baselines" / "h100-sxm" / "calibration-opclass.json")
+    assert calfile.model == "opclass" and calfile.held_out  # the default model
     band = band_for(calfile, "memory")
     assert band is not None and band["lo"] < 0 < band["hi"]
     assert "held out" in capsys.readouterr().out
 
     assert main(["calibrate", path, "--model", "gemm", "--out", str(tmp_path / "g.json"), "--no-holdout"]) == 0
-    assert load_calibration_file(tmp_path / "g.json").held_out == ()
+    assert load_calibration(tmp_path / "g.json").held_out == ()
     assert main(["calibrate", path, "--model", "nope"]) == 2
 
     out_dir = tmp_path / "report"

@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from ..errors import FormatError, UsageError
 from ..models.opclass import ALLOC_KIND, gemm_dims
 from ..models.opclass_costs import GEMM_CLASSES, op_class_of, work_dtype
-from .efficiency import CALIBRATION_VERSION, EfficiencyTable, conformal_interval, fit_efficiency
+from .efficiency import (CALIBRATION_VERSION, RECORD_KINDS, EfficiencyTable, check_record_version, conformal_interval,
+                         fit_efficiency)
 
 if TYPE_CHECKING:
     from ..models.base import Prediction
@@ -134,14 +135,13 @@ class ClassFit:
                        model=f"{prediction.model}+calibration", notes=tuple(notes))
 
     def to_json(self) -> dict[str, Any]:
-        return {"version": CALIBRATION_VERSION, "key": self.key, "table": self.table.to_json(),
+        return {"version": CALIBRATION_VERSION, "kind": RECORD_KINDS["ClassFit"], "key": self.key, "table": self.table.to_json(),
                 "log10_range": list(self.log10_range), "n": self.n, "ops": list(self.ops),
                 "factors": list(self.factors), "method": self.method}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "ClassFit":
-        if data.get("version") != CALIBRATION_VERSION:
-            raise FormatError(f"ClassFit JSON version {data.get('version')!r} is not {CALIBRATION_VERSION}")
+        check_record_version("ClassFit", data)
         try:
             low, high = data["log10_range"]
             f_low, f_high = data["factors"]

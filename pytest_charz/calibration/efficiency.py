@@ -2,8 +2,8 @@
 
 * :class:`EfficiencyTable`: per op class, efficiency (predicted / measured time) as a
   piecewise-linear function of log10 of the work's size, flat beyond its end knots.
-* :class:`Calibration`: a model's efficiency tables and its conformal interval factors, applied
-  to that model's predictions by :meth:`Calibration.apply`.
+* :class:`ModelFit`: a model's efficiency tables and its conformal interval factors, applied
+  to that model's predictions by :meth:`ModelFit.apply`.
 * :func:`fit_efficiency`: least squares on log error (SciPy) -> EfficiencyTable.
 * :func:`conformal_interval`: split-conformal (low, high) time factors from held-out log ratios.
 
@@ -26,9 +26,18 @@ if TYPE_CHECKING:
 CALIBRATION_VERSION = 1
 
 
-def _check_version(kind: str, data: Mapping[str, Any]) -> None:
+#: The ``kind`` of each record nested in a calibration file.
+RECORD_KINDS = {"ModelFit": "charz-model-fit", "EfficiencyTable": "charz-efficiency-table",
+                "ClassFit": "charz-class-fit"}
+
+
+def check_record_version(kind: str, data: Mapping[str, Any]) -> None:
+    """A nested record's ``version`` (and its ``kind``, when it has one: records of files written
+    before kinds were nested get theirs in the file's migration)."""
     if data.get("version") != CALIBRATION_VERSION:
         raise FormatError(f"{kind} JSON version {data.get('version')!r} is not {CALIBRATION_VERSION}")
+    if "kind" in data and data["kind"] != RECORD_KINDS[kind]:
+        raise FormatError(f"not a {kind} record (kind={data['kind']!r}, expected {RECORD_KINDS[kind]!r})")
 
 
 SIZE_AMOUNTS = ("flops", "bytes", "accesses", "launches", "transfers")
@@ -90,12 +99,12 @@ class EfficiencyTable:
         return float(np.interp(x, self.log10_sizes, self.efficiency))
 
     def to_json(self) -> dict[str, Any]:
-        return {"version": CALIBRATION_VERSION, "op": self.op, "size": self.size,
+        return {"version": CALIBRATION_VERSION, "kind": RECORD_KINDS["EfficiencyTable"], "op": self.op, "size": self.size,
                 "log10_sizes": list(self.log10_sizes), "efficiency": list(self.efficiency)}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "EfficiencyTable":
-        _check_version("EfficiencyTable", data)
+        check_record_version("EfficiencyTable", data)
         try:
             return cls(str(data["op"]), str(data["size"]), tuple(data["log10_sizes"]), tuple(data["efficiency"]))
         except (KeyError, TypeError, ValueError, UsageError) as exc:
@@ -103,7 +112,7 @@ class EfficiencyTable:
 
 
 @dataclass(frozen=True)
-class Calibration:
+class ModelFit:
     """What calibration learned about one model: efficiency per op class and interval factors.
 
     ``tables`` maps an op class to its table; the key ``""`` serves every other op. ``interval``
@@ -123,7 +132,7 @@ class Calibration:
     def __post_init__(self) -> None:
         low, high = (float(self.interval[0]), float(self.interval[1]))
         if not (0 <= low <= high and math.isfinite(high)):
-            raise UsageError(f"Calibration.interval must be finite with 0 <= low <= high, got {self.interval!r}")
+            raise UsageError(f"ModelFit.interval must be finite with 0 <= low <= high, got {self.interval!r}")
         object.__setattr__(self, "interval", (low, high))
         object.__setattr__(self, "tables", dict(self.tables))
         object.__setattr__(self, "classes", dict(self.classes))
@@ -160,7 +169,8 @@ class Calibration:
                        model=f"{prediction.model}+calibration")
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"version": CALIBRATION_VERSION, "model": self.model, "level": self.level,
+        data: dict[str, Any] = {"version": CALIBRATION_VERSION, "kind": RECORD_KINDS["ModelFit"], "model": self.model,
+                                "level": self.level,
                                 "interval": list(self.interval),
                                 "tables": {op: table.to_json() for op, table in self.tables.items()}}
         # classes and costs only when fitted: the calibrations of other models stay as they were
@@ -173,8 +183,8 @@ class Calibration:
         return data
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Calibration":
-        _check_version("Calibration", data)
+    def from_json(cls, data: Mapping[str, Any]) -> "ModelFit":
+        check_record_version("ModelFit", data)
         try:
             tables = {str(op): EfficiencyTable.from_json(t) for op, t in (data.get("tables") or {}).items()}
             low, high = data.get("interval", (1.0, 1.0))
@@ -186,7 +196,7 @@ class Calibration:
             return cls(str(data["model"]), tables, (float(low), float(high)), float(data.get("level", 0.0)),
                        classes, costs)
         except (KeyError, TypeError, ValueError, UsageError) as exc:
-            raise FormatError(f"Calibration JSON is malformed: {exc}") from exc
+            raise FormatError(f"ModelFit JSON is malformed: {exc}") from exc
 
 
 def fit_efficiency(

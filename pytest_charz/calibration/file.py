@@ -1,10 +1,11 @@
 """The calibration file: a model calibrated on the runs of one target, and :func:`calibrate`.
 
-Calibration file (``formats.CALIBRATION``, version 1)::
+Calibration file (``formats.CALIBRATION``, version 2)::
 
-    {"version": 1, "kind": "charz-calibration", "target": id, "host": CPU name, "model": name,
+    {"version": 2, "kind": "charz-calibration", "target": id, "host": CPU name, "model": name,
      "created": ISO-8601,
-     "calibration": Calibration JSON (tables by op and by op class, pooled interval),
+     "fit": ModelFit JSON (kind "charz-model-fit": efficiency tables by calibration key, class
+            fits, the measured op-class figures, pooled interval),
      "ceilings": Ceilings JSON (the spec, filled from the calibration cases),
      "bands": {regime: {"lo", "hi", "n", "level", "coverage", "method"}},
      "fitted_on": {"runs": [{"path", "created"}], "cases": [ids]}, "held_out": [ids]}
@@ -14,7 +15,8 @@ TargetSpec; empty otherwise and in files written before it): a calibration is ne
 another CPU. ``lo`` and ``hi`` are relative errors; ``method`` is described in :mod:`.fit`; ``coverage`` is
 the fraction of held-out cases of the regime inside the band (null without held-out cases).
 ``charz calibrate`` (:mod:`pytest_charz.report.calibration_command`) writes it next to the
-baselines, where the plugin's judge reads it.
+baselines, where the plugin's judge reads it. Version 1 nested the fit under ``"calibration"``
+and its records had no ``kind``; it migrates on load.
 """
 from __future__ import annotations
 
@@ -29,23 +31,22 @@ from ..models.base import Prediction
 from ..models.ceilings import Ceilings
 from ..models.registry import DEFAULT_MODEL, get_model
 from ..work import Work
-from .efficiency import Calibration
+from .efficiency import RECORD_KINDS, ModelFit
 from .fit import band_coverage, fit
 from .predictor import Predictor
-from .observations import RunArg, ceilings_from_run, load_runs, observations, split_cases
-from .workloads import is_workload
+from .observations import RunArg, ceilings_from_run, is_workload, load_runs, observations, split_cases
 
 if TYPE_CHECKING:
     from ..models.opclass_costs import OpCosts
 
 
 @dataclass(frozen=True)
-class CalibrationFile:
+class Calibration:
     """A model calibrated on some cases of one target: what the calibration file holds."""
 
     target: str
     model: str
-    calibration: Calibration
+    calibration: ModelFit
     ceilings: Ceilings
     bands: Mapping[str, Mapping[str, Any]]
     fitted_on: Mapping[str, Any]
@@ -67,17 +68,17 @@ class CalibrationFile:
     def to_json(self) -> dict[str, Any]:
         # version before kind: the key order of the files already written (and of the golden files)
         return {"version": CALIBRATION.version, "kind": CALIBRATION.kind, "target": self.target,
-                **({"host": self.host} if self.host else {}), "model": self.model, "created": self.created, "calibration": self.calibration.to_json(),
+                **({"host": self.host} if self.host else {}), "model": self.model, "created": self.created, "fit": self.calibration.to_json(),
                 "ceilings": self.ceilings.to_json(), "bands": {r: dict(b) for r, b in self.bands.items()},
                 "fitted_on": dict(self.fitted_on), "held_out": list(self.held_out)}
 
     @classmethod
-    def from_json(cls, data: Any, source: str = "calibration file") -> "CalibrationFile":
+    def from_json(cls, data: Any, source: str = "calibration file") -> "Calibration":
         """A calibration file's document, checked; FormatError naming ``source`` otherwise."""
         document = CALIBRATION.check(data, source)
         try:
             bands = {str(r): {**b, "lo": float(b["lo"]), "hi": float(b["hi"])} for r, b in document["bands"].items()}
-            return cls(str(document["target"]), str(document["model"]), Calibration.from_json(document["calibration"]),
+            return cls(str(document["target"]), str(document["model"]), ModelFit.from_json(document["fit"]),
                        Ceilings.from_json(document["ceilings"]), bands, dict(document["fitted_on"]),
                        tuple(document.get("held_out") or ()), str(document.get("created", "")),
                        str(document.get("host") or ""))
@@ -85,12 +86,27 @@ class CalibrationFile:
             raise FormatError(f"{source}: calibration file is malformed: {exc!r}") from exc
 
 
-def load_calibration_file(path: str | os.PathLike[str]) -> CalibrationFile:
+@CALIBRATION.migrate_from(1)
+def _nest_the_fit_with_kinds(document: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 -> 2: the fit moves from ``"calibration"`` to ``"fit"``; its records get kinds."""
+    migrated = {key: value for key, value in document.items() if key != "calibration"}
+    fit = dict(document.get("calibration") or {})
+    fit["kind"] = RECORD_KINDS["ModelFit"]
+    fit["tables"] = {key: {**table, "kind": RECORD_KINDS["EfficiencyTable"]}
+                     for key, table in (fit.get("tables") or {}).items()}
+    fit["classes"] = {key: {**found, "kind": RECORD_KINDS["ClassFit"],
+                            "table": {**found["table"], "kind": RECORD_KINDS["EfficiencyTable"]}}
+                      for key, found in (fit.get("classes") or {}).items()}
+    migrated["fit"] = fit
+    return migrated
+
+
+def load_calibration(path: str | os.PathLike[str]) -> Calibration:
     """Read a calibration file; FormatError naming it when it is not one or of an unknown version."""
-    return CalibrationFile.from_json(CALIBRATION.load(path), os.fspath(path))
+    return Calibration.from_json(CALIBRATION.load(path), os.fspath(path))
 
 
-def band_for(calfile: CalibrationFile, regime: str) -> Mapping[str, Any] | None:
+def band_for(calfile: Calibration, regime: str) -> Mapping[str, Any] | None:
     """The verdict band ``{"lo", "hi", ...}`` (relative errors) of ``regime``, or None."""
     return calfile.bands.get(regime)
 
@@ -102,7 +118,7 @@ def _check_holdout(holdout: str | None) -> None:
 
 def calibrate(runs: Sequence[RunArg], model: str = DEFAULT_MODEL, target: str | None = None,
               level: float = 0.9, holdout: str | None = "alternate", calibrate_on: str | None = None,
-              knots: int = 0) -> CalibrationFile:
+              knots: int = 0) -> Calibration:
     """Calibrate ``model`` on runs (run file paths or typed :class:`~pytest_charz.records.Run`)
     of one target.
 
@@ -130,7 +146,7 @@ def calibrate(runs: Sequence[RunArg], model: str = DEFAULT_MODEL, target: str | 
     fitted = fit(get_model(model), fit_cases, ceilings_from_run(chosen[0]), level, knots)
     coverage = band_coverage(fitted, held)
     bands = {regime: {**band, "coverage": coverage.get(regime)} for regime, band in fitted.bands.items()}
-    return CalibrationFile(
+    return Calibration(
         target=cases[0].target, model=model, calibration=fitted.calibration, ceilings=fitted.ceilings, bands=bands,
         fitted_on={"runs": [{"path": run.path, "created": run.created} for run in chosen],
                    "cases": [c.case_id for c in fit_cases]},

@@ -23,7 +23,7 @@ from ..errors import UsageError
 from ..models.base import REGIMES, Model, Prediction
 from ..models.ceilings import Ceilings
 from ..work import Work
-from .efficiency import Calibration, EfficiencyTable, conformal_interval, fit_efficiency
+from .efficiency import ModelFit, EfficiencyTable, conformal_interval, fit_efficiency
 from .observations import Observation, measured_ceilings, measured_op_costs, model_ceilings, net_bandwidths
 from .predictor import Predictor
 
@@ -38,7 +38,7 @@ class Fitted:
 
     model: Model
     ceilings: Ceilings
-    calibration: Calibration
+    calibration: ModelFit
     bands: Mapping[str, Mapping[str, Any]]
     residuals: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
 
@@ -127,12 +127,12 @@ def fit(model: Model, cases: Sequence[Observation], spec: Ceilings, level: float
         rest = [point for other, point in enumerate(points) if other != index and point[0].calibration_key == case.calibration_key]
         if not rest:
             continue  # a class of one case has no out-of-sample residual
-        loo = Calibration(model.name, _fit_tables(rest, knots))
+        loo = ModelFit(model.name, _fit_tables(rest, knots))
         predicted = Predictor.of(model, ceilings, loo).predict(case.work)
         residuals.setdefault(prediction.regime, []).append(math.log(case.measured_s / predicted.time_s))
     pooled = [r for values in residuals.values() for r in values]
     interval = _factors(pooled, level)
-    calibration = Calibration(model.name, tables, interval[:2] if interval else (1.0, 1.0), level if interval else 0.0)
+    calibration = ModelFit(model.name, tables, interval[:2] if interval else (1.0, 1.0), level if interval else 0.0)
     bands = _bands(residuals, points, interval, level)
     return Fitted(model, ceilings, calibration, bands, {r: tuple(v) for r, v in residuals.items()})
 
@@ -150,7 +150,7 @@ def _fit_by_class(model: Model, ceilings: Ceilings, points: Sequence[tuple[Obser
             residuals.setdefault(prediction.regime, []).append(residual)
     pooled = [r for values in residuals.values() for r in values]
     interval = _factors(pooled, level)
-    calibration = Calibration(model.name, tables, interval[:2] if interval else (1.0, 1.0),
+    calibration = ModelFit(model.name, tables, interval[:2] if interval else (1.0, 1.0),
                               level if interval else 0.0, classes, costs)
     return Fitted(model, ceilings, calibration, _bands(residuals, points, interval, level),
                   {r: tuple(v) for r, v in residuals.items()})

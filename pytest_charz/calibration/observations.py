@@ -75,6 +75,13 @@ class Observation:
         return calibration_key(self.work)
 
 
+def is_workload(work: Work) -> bool:
+    """Whether a case's Work is a workload's (an op graph end to end, or an op of one: ``op ==
+    "workload"`` or a ``workload`` key in its shape), not a microbenchmark's: workload cases are
+    what a calibration is tested on, never fitted on."""
+    return work.op == "workload" or "workload" in work.shape
+
+
 def observations(runs: Sequence[Run]) -> list[Observation]:
     """Measured cases of ``runs`` (one target), by case id; cases without a positive median or
     without work (a record of no work at all) are skipped."""

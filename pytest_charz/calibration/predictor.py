@@ -5,7 +5,7 @@ it predicts against and, optionally, a calibration of that model on those ceilin
 verdict bands. Every path that prices work asks one: :func:`pytest_charz.predict`, the plugin's
 judge, ``charz calibrate``'s hold-out scoring, ``charz validate``, ``predict_graph``, ``charz
 workload predict`` and the simulator's kernel costs. A calibration changes a prediction in one
-place only, :meth:`~.efficiency.Calibration.apply`.
+place only, :meth:`~.efficiency.ModelFit.apply`.
 
 Building one from what a user passes (a target name, a profile file, a calibration file in any
 form) and checking that they belong together is :func:`pytest_charz.prediction.load_predictor`;
@@ -21,7 +21,7 @@ from ..models.base import Model, Prediction
 from ..models.ceilings import Ceilings
 from ..models.roofline import roofline_floor_or_zero_s
 from ..work import Work
-from .efficiency import Calibration
+from .efficiency import ModelFit
 
 if TYPE_CHECKING:
     from ..models.opclass_costs import OpCosts
@@ -39,13 +39,13 @@ class Predictor:
 
     model: Model
     ceilings: Ceilings
-    calibration: Calibration | None = None
+    calibration: ModelFit | None = None
     bands: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     target: str = ""
     calibration_source: str = ""
 
     @classmethod
-    def of(cls, model: Model, ceilings: Ceilings, calibration: Calibration | None = None,
+    def of(cls, model: Model, ceilings: Ceilings, calibration: ModelFit | None = None,
            bands: Mapping[str, Mapping[str, Any]] | None = None, *, op_costs: "OpCosts | None" = None,
            target: str = "", calibration_source: str = "") -> "Predictor":
         """A predictor of ``model`` on ``ceilings``; a model with op-class figures gets the

@@ -4,20 +4,20 @@ from __future__ import annotations
 import argparse
 import os
 
-from ..calibration.file import CalibrationFile, calibrate
+from ..calibration.file import Calibration, calibrate
 from ..calibration.observations import load_runs
 from ..errors import CharzError
 from ..formats import atomic_write_json
 from ..store import target_key
 
 
-def default_calibration_path(calfile: CalibrationFile, target_kind: str, target_name: str) -> str:
+def default_calibration_path(calfile: Calibration, target_kind: str, target_name: str) -> str:
     """``baselines/<target key>/calibration-<model>.json``, where the plugin's judge looks."""
     key = target_key(calfile.target, target_kind, target_name)
     return os.path.join("baselines", key, f"calibration-{calfile.model}.json")
 
 
-def band_lines(calfile: CalibrationFile) -> list[str]:
+def band_lines(calfile: Calibration) -> list[str]:
     """One line per regime: the band (relative error, %), how it was made, held-out coverage."""
     lines = []
     for regime, band in calfile.bands.items():

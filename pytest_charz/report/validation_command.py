@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from ..calibration.validate import validate
+from ..validation.models import validate
 from ..errors import CharzError, MissingExtraError
 from ..formats import atomic_write_json
 from .markdown import render_table

@@ -35,10 +35,10 @@ from ..models.base import REGIMES
 from ..models.ceilings import Ceilings
 from ..models.registry import MODELS, get_model
 from ..records import Run
-from .fit import Fitted, fit
-from .workloads import is_workload, validate_workloads
-from .observations import (Observation, RunArg, ceilings_from_run, load_runs, measured_ceilings, model_ceilings,
-                           observations, split_cases)
+from ..calibration.fit import Fitted, fit
+from ..calibration.observations import (Observation, RunArg, ceilings_from_run, is_workload, load_runs,
+                                        measured_ceilings, model_ceilings, observations, split_cases)
+from .workloads import validate_workloads
 
 SPLIT_RULE = ("every other case per op class sorted by size, starting with the smallest; the largest always "
               "calibrates (held-out cases lie between calibrated sizes)")
@@ -250,8 +250,14 @@ def validate(runs: Sequence[RunArg], models: Sequence[str] | None = None,
         if not any(r.model == name for r in results):
             first = missing[0]["reason"] if missing else "; ".join(reasons) or "no case to score"
             skipped[name] = first
+    # a model every microbenchmark calibrated (none held out) is still scored on the workloads
+    scored_workloads = {name: [found.to_json() for found in validate_workloads(loaded, name, level)]
+                        for name in names}
+    for name, found in scored_workloads.items():
+        if found:
+            skipped.pop(name, None)
     kept = tuple(n for n in names if n not in skipped)
-    workloads = tuple(found.to_json() for name in kept for found in validate_workloads(loaded, name, level))
+    workloads = tuple(found for name in kept for found in scored_workloads[name])
     several_hosts = len({run.provenance.get("host") for run in loaded}) > 1
     return ValidationReport(
         created=utc_now_iso(timespec="seconds"), level=level,

@@ -31,22 +31,20 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import UsageError
 from ..models.opclass_costs import op_class_of
-from ..models.registry import get_model
+from ..models.registry import DEFAULT_MODEL, get_model
 from ..records import CaseRecord, Run
 from ..work import Work
 from ..workloads.aten_costs import aten_name
-from .classes import summed_interval
-from .fit import Fitted, fit
-from .observations import Observation, RunArg, ceilings_from_run, load_runs, observations
+from ..calibration.classes import summed_interval
+from ..calibration.fit import fit
+from ..calibration.predictor import Predictor
+from ..prediction import CalibrationArg, load_predictor
+from ..calibration.observations import (Observation, RunArg, ceilings_from_run, is_workload, load_runs,
+                                        observations)
 
 #: aten ops the IR counts as elementwise that are bound by their math (``aten_costs.TRANSCENDENTAL``).
 _TRANSCENDENTAL_SOURCES = frozenset({"exp", "exp2", "expm1", "log", "log1p", "tanh", "sigmoid", "silu", "gelu", "erf",
                                      "rsqrt", "sqrt", "pow", "sin", "cos", "softplus", "reciprocal"})
-
-
-def is_workload(work: Work) -> bool:
-    """Whether a case's Work is a workload's (module docstring), not a microbenchmark's."""
-    return work.op == "workload" or "workload" in work.shape
 
 
 def op_work(work: Work, source: str, module_code: bool = True) -> Work:
@@ -155,7 +153,7 @@ def merge_workload_cases(cases: Sequence[CaseRecord]) -> list[WorkloadCase]:
     return out
 
 
-def _score_case(fitted: Fitted, merged: WorkloadCase) -> tuple[list[Scored], Scored | None, list[dict[str, str]]]:
+def _score_case(core: Predictor, merged: WorkloadCase) -> tuple[list[Scored], Scored | None, list[dict[str, str]]]:
     case = merged.record
     source = HELDOUT if all(op.source == HELDOUT for op in case.ops) else \
         REPLAYED if case.work.shape.get("op_timer") == "replay" else PROFILED
@@ -170,14 +168,14 @@ def _score_case(fitted: Fitted, merged: WorkloadCase) -> tuple[list[Scored], Sco
     parts: list[tuple[str, float, float, float]] = []
     missing: list[dict[str, str]] = []
     for name, work, alone, time_s in ops:
-        prediction = fitted.predict(work)
+        prediction = core.predict(work)
         if not prediction.covered:
             missing.append({"case": case.id, "op": name, "reason": prediction.reason})
             continue
         op_class = op_class_of(work)
         parts.append((op_class, prediction.time_s, *prediction.interval_s))
         if time_s is not None and time_s > 0:
-            own = prediction if alone is work else fitted.predict(alone)
+            own = prediction if alone is work else core.predict(alone)
             if own.covered:
                 scored.append(Scored(case.id, name, "op", op_class, time_s, own.time_s, own.interval_s, own.notes,
                                      source))
@@ -263,10 +261,15 @@ def machines_label(machine: tuple[Any, ...]) -> str:
     return f"{host or 'host'}[{caches}]"
 
 
-def validate_workloads(runs: Sequence[RunArg], model: str = "opclass", level: float = 0.9) -> list[WorkloadValidation]:
+def validate_workloads(runs: Sequence[RunArg], model: str = DEFAULT_MODEL, level: float = 0.9,
+                       calibration: "CalibrationArg" = None) -> list[WorkloadValidation]:
     """Per target (per target and host when the runs are of several hosts) with both
     microbenchmark and workload cases: calibrate ``model`` on the microbenchmarks and score the
-    workloads (module docstring). A machine whose runs hold no workload case is not scored."""
+    workloads (module docstring). A machine whose runs hold no workload case is not scored.
+
+    ``calibration`` (a calibration file in any form :func:`pytest_charz.prediction.predict`
+    takes): score with it, through the same core, instead of fitting on the runs."""
+    given = load_predictor(model=model, calibration=calibration) if calibration is not None else None
     loaded = load_runs(runs)
     # one machine at a time: runs of the host CPU share the target id "cpu" whatever the host
     machines = {machine_of(run) for run in loaded}
@@ -281,22 +284,25 @@ def validate_workloads(runs: Sequence[RunArg], model: str = "opclass", level: fl
             continue
         spec_run = next(run for run in members if run.target.spec is not None) if any(
             run.target.spec is not None for run in members) else members[0]
-        try:
-            fitted = fit(get_model(model), micro, ceilings_from_run(spec_run), level)
-        except UsageError:
-            continue
+        if given is not None:
+            core = given
+        else:
+            try:
+                core = fit(get_model(model), micro, ceilings_from_run(spec_run), level).predictor
+            except UsageError:
+                continue
         ops: list[Scored] = []
         ends: list[Scored] = []
         missing: list[dict[str, str]] = []
         for case in merge_workload_cases(workloads):
-            scored, end, gaps = _score_case(fitted, case)
+            scored, end, gaps = _score_case(core, case)
             ops += scored
             missing += gaps
             if end is not None:
                 ends.append(end)
         classes = {key: {"n": c.n, "size": c.table.size, "range": [10 ** c.log10_range[0], 10 ** c.log10_range[1]],
                          "factors": list(c.factors), "method": c.method, "ops": list(c.ops)}
-                   for key, c in fitted.calibration.classes.items()}
+                   for key, c in (core.calibration.classes if core.calibration else {}).items()}
         out.append(WorkloadValidation(model, target, tuple(c.case_id for c in micro), tuple(ops), tuple(ends),
                                       tuple(missing), classes))
     return out
