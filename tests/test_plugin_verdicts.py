@@ -59,7 +59,7 @@ def test_first_run_saves_a_reference_and_the_same_cost_passes(suite, pytester):
     result, case = suite(100_000, seed=2)
     result.assert_outcomes(passed=1)
     assert case["verdict"]["outcome"] == "pass"
-    assert case["prediction"]["model"].startswith("composite")
+    assert case["prediction"]["model"].startswith("opclass")  # the default model
 
 
 def test_ten_percent_more_work_is_drift_and_fails_with_the_evidence(suite):
@@ -148,21 +148,23 @@ def test_a_clock_change_during_the_case_is_flagged(suite, monkeypatch):
 
 
 def write_calibration(pytester, band):
-    """A calibration of the composite model on this host with the given compute-regime band."""
+    """A calibration of the default model on this host with the given compute-regime band."""
     from pytest_charz.store import store_target_key
-    from pytest_charz.calibration.efficiency import Calibration
-    from pytest_charz.calibration.file import CalibrationFile
+    from pytest_charz.calibration.efficiency import ModelFit
+    from pytest_charz.calibration.file import Calibration
     from pytest_charz.models.ceilings import Ceilings
     from pytest_charz.formats import atomic_write_json
     from pytest_charz.targets.catalogue import resolve
 
     spec = resolve("cpu")
-    calfile = CalibrationFile(target="cpu", model="composite", calibration=Calibration("composite"),
+    from pytest_charz.models.registry import DEFAULT_MODEL
+
+    calfile = Calibration(target="cpu", model=DEFAULT_MODEL, calibration=ModelFit(DEFAULT_MODEL),
                               ceilings=Ceilings.from_spec(spec),
                               bands={"compute": {"lo": band[0], "hi": band[1], "n": 20, "level": 0.9,
                                                  "coverage": 0.9, "method": "conformal"}},
                               fitted_on={"runs": [], "cases": []}, held_out=(), created="2026-11-30T00:00:00+00:00")
-    path = pytester.path / "baselines" / store_target_key(spec) / "calibration-composite.json"
+    path = pytester.path / "baselines" / store_target_key(spec) / f"calibration-{DEFAULT_MODEL}.json"
     atomic_write_json(str(path), calfile.to_json())
     return calfile
 

@@ -8,7 +8,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..models.ceilings import Ceilings
-from ..models.registry import DEFAULT_MODEL
+#: The model whose terms a bottleneck is attributed by: the roofline terms per resource of
+#: ``composite`` (compute per dtype, bytes per memory level, launch, links), which the rules of
+#: :mod:`.bottleneck_rules` name; the default prediction model's terms are per op class.
+ATTRIBUTION_MODEL = "composite"
 from ..workloads.predict import ASYNCHRONOUS_KINDS, DEFAULT_HOST_DISPATCH_S, DEFAULT_LAUNCH_OVERHEAD_S
 
 if TYPE_CHECKING:
@@ -51,7 +54,7 @@ class BottleneckContext:
 
     ceilings: Ceilings | None = None
     ceilings_origin: str = ""
-    model: str = DEFAULT_MODEL
+    model: str = ATTRIBUTION_MODEL
     pairs: tuple[ContentionPair, ...] = ()
     dispatch_s: float = DEFAULT_HOST_DISPATCH_S
     dispatch_source: str = DEFAULT_DISPATCH_SOURCE
@@ -104,7 +107,7 @@ def _dispatch_figure(run: "Run", profile: Mapping[str, Any] | None) -> tuple[flo
     return None
 
 
-def context_for(run: "Run", profile: Mapping[str, Any] | None = None, model: str = DEFAULT_MODEL) -> BottleneckContext:
+def context_for(run: "Run", profile: Mapping[str, Any] | None = None, model: str = ATTRIBUTION_MODEL) -> BottleneckContext:
     """The context of ``run``'s cases: its contention pairs, the ceilings of ``profile`` (a
     capability profile mapping, filled from the run's spec) or of the run's spec alone."""
     spec = run.target.spec

@@ -35,13 +35,12 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
-from ..work import Work
+from ..work import DTYPE_BYTES, Work
 from .base import Prediction, Uncovered, guarded, overlapped
 from .ceilings import Ceilings
 from .comm import collective_terms, transfer_terms
-from .gemm import GemmParams, gemm_tiling
+from .gemm import GemmParams, gemm_compute_terms, gemm_tiling
 from .launch import launch_terms
-from ..workloads.graph import DTYPE_BYTES
 from .opclass_costs import GEMM_CLASSES, OpCosts, allocator_of, framework_of, op_class_of, work_dtype
 from .roofline import latency_terms, target_label
 
@@ -182,6 +181,11 @@ def kernel_terms(work: Work, ceilings: Ceilings, costs: OpCosts) -> dict[str, fl
     op_class = op_class_of(work)
     terms: dict[str, float] = {}
     if op_class in GEMM_CLASSES:
+        if _library_gemm(work, op_class, ceilings, costs):
+            # no GEMM measured on an accelerator: the library's GEMM as the GEMM model prices it
+            # (tiles, waves, efficiency by size and generation: :func:`.gemm.gemm_compute_terms`)
+            shaped = Work(dict(work.flops), op="gemm", shape=dict(work.shape))
+            return {**gemm_compute_terms(shaped, ceilings, GemmParams()), **leveled_memory_terms(work, ceilings)}
         efficiency = gemm_shape_efficiency(work, op_class, ceilings)
         for dtype, flops in work.flops.items():
             rate = costs.gemm(dtype)
@@ -211,6 +215,13 @@ def kernel_terms(work: Work, ceilings: Ceilings, costs: OpCosts) -> dict[str, fl
         terms[name] = seconds
     memory = leveled_memory_terms(work, ceilings, PASSES.get(op_class, 1.0))
     return {**terms, **memory, **latency_terms(work, ceilings)}
+
+
+def _library_gemm(work: Work, op_class: str, ceilings: Ceilings, costs: OpCosts) -> bool:
+    """Whether a GEMM is priced by the GEMM model: a plain GEMM of one dtype with its m, n, k, on
+    an accelerator, where no GEMM rate of that dtype was measured."""
+    return (op_class == "gemm" and ceilings.kind in ("gpu", "asic") and len(work.flops) == 1
+            and costs.gemm(work_dtype(work)) is None and all(key in work.shape for key in ("m", "n", "k")))
 
 
 def output_bytes(work: Work) -> float | None:

@@ -18,7 +18,7 @@ from .launch import Launch
 from .opclass import OpClassModel
 from .roofline import HierarchicalRoofline, Roofline
 
-DEFAULT_MODEL = "composite"
+DEFAULT_MODEL = "opclass"
 
 MODELS: dict[str, Callable[[], Model]] = {
     "spec-roofline": partial(Roofline, "spec-roofline"),
@@ -27,7 +27,7 @@ MODELS: dict[str, Callable[[], Model]] = {
     "gemm": Gemm,
     "alpha-beta": AlphaBeta,
     "launch": Launch,
-    DEFAULT_MODEL: Composite,
+    "composite": Composite,
     "opclass": OpClassModel,
 }
 
