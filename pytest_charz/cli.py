@@ -150,7 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_graph_options(predict)
     predict.add_argument("--target", required=True, help="target id or alias (charz targets)")
     predict.add_argument("--profile", default=None, help="capability profile JSON of the target (measured ceilings)")
-    predict.add_argument("--model", default=DEFAULT_MODEL, help=f"model name (default: {DEFAULT_MODEL})")
+    predict.add_argument("--calibration", default=None,
+                         help="calibration file of the model on the target (charz calibrate)")
+    predict.add_argument("--model", default=None,
+                         help=f"model name (default: the calibration's, else {DEFAULT_MODEL})")
     predict.add_argument("--host-dispatch-us", type=float, default=None,
                          help="host time to dispatch one op, in us (default: the profile's launch figure "
                               "or a PyTorch-eager constant)")

@@ -1,12 +1,12 @@
-"""The simulator's event core: order by (time, priority, sequence), deterministic ties, no
-time travel."""
+"""The event core of the one schedule (``workloads.events``, run by the simulator and
+``predict_graph``): order by (time, priority, sequence), deterministic ties, no time travel."""
 from __future__ import annotations
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_charz.sim.core import ACTIVATE, COMPLETE, ISSUE, EventQueue
+from pytest_charz.workloads.events import ACTIVATE, COMPLETE, ISSUE, EventQueue
 
 
 def drain(queue: EventQueue) -> list[tuple[float, int, object]]:

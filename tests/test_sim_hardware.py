@@ -10,6 +10,7 @@ from pytest_charz.errors import UsageError
 from pytest_charz.models.ceilings import Ceilings
 from pytest_charz.sim import PARAMETERS, Machine, simulate_work
 from pytest_charz.sim.hardware import collective_plan, op_cost, resources
+from pytest_charz.sim.pricing import SimNotPriced
 from pytest_charz.targets.catalogue import catalogue, resolve
 from pytest_charz.work import Collective, Work
 
@@ -167,8 +168,10 @@ def test_a_profile_replaces_the_spec_figures_it_measured() -> None:
 
 def test_a_dtype_the_target_lacks_is_a_usage_error() -> None:
     tpu = Machine.from_spec(resolve("tpu-v5e"))
-    with pytest.raises(UsageError, match="no fp64 peak"):
+    # The prediction core prices the case; one it cannot price is refused with the model's reason.
+    with pytest.raises(SimNotPriced, match="cannot price fma on tpu-v5e: .*fp64"):
         simulate_work(Work(flops=1e9, dtype="fp64", op="fma"), tpu)
+    assert issubclass(SimNotPriced, UsageError)
     assert math.isnan(tpu.param("l2_bytes"))
 
 
@@ -181,7 +184,11 @@ def test_a_cpu_profile_s_module_code_dispatch_is_the_host_s_cost_per_op() -> Non
     path = Path(__file__).parent / "data" / "profiles" / "amd-epyc-zen4-kvm-2vcpu.profile.json.gz"
     profile = dict(read_json(path))
     without = Machine.from_profile(profile)
-    assert without.param("dispatch_overhead") == defaults.HOST_DISPATCH_S   # none measured: the eager default
+    # No module-code figure: the bare dispatch:torch the profile measured, the one rule predict_graph
+    # follows too (workloads.runtime.runtime_of); no launch gap, the op runs on the dispatching thread.
+    assert without.param("dispatch_overhead") == pytest.approx(1.081555e-06) != defaults.HOST_DISPATCH_S
+    assert without.sources["dispatch_overhead"].endswith("dispatch:torch")
+    assert without.param("launch_overhead") == 0.0
     profile["ceilings"] = [*profile["ceilings"], {"name": "dispatch:torch-module", "value": 1.07e-5, "unit": "s"}]
     measured = Machine.from_profile(profile)
     assert measured.param("dispatch_overhead") == pytest.approx(1.07e-5)

@@ -109,6 +109,16 @@ def test_a_profile_launch_figure_sets_launch_and_dispatch() -> None:
     assert result.ops[0].time_s == pytest.approx(4e-6 + kernel_s(tiny("a")))
 
 
+def test_a_graph_that_does_not_fit_the_device_is_refused_with_what_it_needs_and_what_there_is() -> None:
+    from pytest_charz.workloads.builders import build
+    from pytest_charz.workloads.capacity import CapacityError
+
+    with pytest.raises(CapacityError, match=r"needs 31\.06 TiB per device \(weights 128\.5 GiB, KV cache .*\) but "
+                                            r"h100-sxm has 80 GiB of DRAM"):
+        predict_graph(build("llama-2-70b", "decode", batch=100000, context=1024), TARGET)
+    assert predict_graph(build("llama-2-70b", "decode", batch=1, context=1024, tp=8), TARGET).latency_s > 0
+
+
 def test_prefill_tokens_per_second_counts_every_token() -> None:
     result = predict_graph(Graph("p", "prefill", (gemm("a"),), params={"batch": 2, "seq": 512}), TARGET)
     assert result.tokens_per_s == pytest.approx(2 * 512 / result.latency_s)

@@ -3,7 +3,11 @@ a workload graph simulated on a target, its latency, throughput, energy and bott
 
 The graph comes from the same options as ``charz workload`` (:func:`.workload_command.graph_from_args`),
 the machine from the catalogue (or ``--profile``), what-if figures from ``--set`` (the names of
-``pytest_charz.sim.PARAMETERS``). ``--trace`` writes Chrome trace-event JSON for Perfetto.
+``pytest_charz.sim.PARAMETERS``). The ops are priced by the one prediction core, loaded from
+``--target``, ``--model``, ``--profile`` and ``--calibration`` by
+:func:`pytest_charz.prediction.load_predictor` exactly as ``charz workload predict`` loads it (a
+profile or calibration of another target is a usage error, never a mislabelled result).
+``--trace`` writes Chrome trace-event JSON for Perfetto.
 """
 from __future__ import annotations
 
@@ -19,6 +23,10 @@ def add_sim_options(parser: Any) -> None:
     """The options of ``charz sim`` beyond the graph's (:func:`.workload_command.add_graph_options`)."""
     parser.add_argument("--target", required=True, help="target id or alias (charz targets)")
     parser.add_argument("--profile", default=None, help="capability profile JSON of the target (measured figures)")
+    parser.add_argument("--calibration", default=None,
+                        help="calibration file of the model on the target (charz calibrate) that prices the ops")
+    parser.add_argument("--model", default=None, help="model that prices the ops (default: the calibration's, "
+                                                      "else the default model)")
     parser.add_argument("--trace", default=None, help="write the timeline as Chrome trace-event JSON (Perfetto)")
     parser.add_argument("--graph-replay", action="store_true", help="replay the ops as one captured graph")
     parser.add_argument("--queue-depth", type=int, default=None, help="launches the host may run ahead by")
@@ -42,12 +50,17 @@ def parse_settings(pairs: list[str]) -> dict[str, float]:
 
 
 def machine_from_args(args: Any) -> Any:
-    from ..formats import PROFILE
+    """The simulated machine ``args`` ask for, priced by the core of its target, model, profile
+    and calibration (each checked against the others), with the ``--set`` figures."""
+    from ..prediction import load_predictor, read_profile
     from ..sim import Machine
     from ..targets.catalogue import resolve
 
     spec = resolve(args.target)
-    machine = Machine.from_profile(PROFILE.load(args.profile), spec) if args.profile else Machine.from_spec(spec)
+    profile = read_profile(args.profile) if args.profile else None
+    predictor = load_predictor(spec, getattr(args, "model", None), profile, getattr(args, "calibration", None))
+    machine = Machine.from_profile(profile, spec, predictor) if profile is not None \
+        else Machine.from_spec(spec, predictor)
     return machine.with_params(parse_settings(args.set))
 
 
@@ -57,7 +70,9 @@ def result_lines(result: Any) -> list[str]:
                        if k in result.params)
     lines = [f"{result.workload} {result.phase} ({params}) simulated on {result.target}"]
     throughput = f", {result.tokens_per_s:.4g} tokens/s" if result.tokens_per_s is not None else ""
-    lines.append(f"latency: {format_time(result.latency_s)}{throughput}")
+    lines.append(f"latency: {format_time(result.latency_s)}{throughput}, {result.bound}-bound (host dispatch "
+                 f"{format_time(result.host_s)}, device critical path {format_time(result.device_s)})")
+    lines.append(f"priced by: {result.model}")
     if result.energy_j == result.energy_j:
         per_token = f", {result.joules_per_token:.3g} J/token" if result.joules_per_token is not None else ""
         lines.append(f"energy: {result.energy_j:.4g} J over {result.devices} device(s), average "

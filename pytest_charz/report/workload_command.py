@@ -2,8 +2,11 @@
 op graph (FLOPs, bytes, intensity per op and per op class) and its predicted latency op by op.
 
 Graphs come from :func:`pytest_charz.workloads.builders.build`, predictions from
-:func:`pytest_charz.workloads.predict.predict_graph`; this module checks the arguments, collapses
-repeated layers into one row per op name pattern (``layers.*.mlp.up_proj x80``) and prints.
+:func:`pytest_charz.workloads.predict.predict_graph` (the core loaded from ``--target``,
+``--model``, ``--profile`` and ``--calibration`` by :func:`pytest_charz.prediction.load_predictor`,
+as ``charz sim`` loads it; a graph that does not fit the device's DRAM is refused with what it
+needs and what there is, as ``charz sim`` refuses it); this module checks the arguments,
+collapses repeated layers into one row per op name pattern (``layers.*.mlp.up_proj x80``) and prints.
 """
 from __future__ import annotations
 
@@ -236,6 +239,7 @@ def workload_command(args: Any) -> int:
     if args.host_dispatch_us is not None and args.host_dispatch_us < 0:
         raise UsageError(f"--host-dispatch-us must be >= 0, got {args.host_dispatch_us}")
     result = predict_graph(graph, target=args.target, model=args.model, profile=args.profile,
+                           calibration=getattr(args, "calibration", None),
                            host_dispatch_s=None if args.host_dispatch_us is None else args.host_dispatch_us * 1e-6)
     if args.json:
         print(json.dumps(result.to_json(), indent=1))

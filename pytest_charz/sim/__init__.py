@@ -1,10 +1,12 @@
 """The simulator: a discrete-event model of an SoC running a case's Work or a workload graph.
 
-``Machine`` (hardware from a TargetSpec or a capability profile, what-if ``PARAMETERS``),
-``simulate_work`` / ``simulate_graph`` -> ``SimResult`` (latency, energy, utilization,
-bottleneck, Chrome trace). Modules: ``core`` (the event heap), ``machine`` and ``parameters``
-(hardware), ``hardware`` (what an op asks of each resource), ``runtime`` (host, streams, queues,
-graphs), ``capacity``, ``result``, ``trace``, ``simulate``.
+``Machine`` (hardware from a TargetSpec or a capability profile, what-if ``PARAMETERS``, and the
+prediction core that prices its ops), ``simulate_work`` / ``simulate_graph`` -> ``SimResult``
+(latency, bound, energy, utilization, bottleneck, Chrome trace). Modules: ``machine`` and
+``parameters`` (hardware), ``pricing`` (each op's time from the prediction core, split among the
+resources), ``hardware`` (what an op asks of each resource), ``runtime`` (the machine's figures
+for the one schedule, :mod:`pytest_charz.workloads.schedule`, with its event core), ``capacity``,
+``result``, ``trace``, ``simulate``.
 """
 from __future__ import annotations
 

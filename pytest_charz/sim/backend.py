@@ -11,7 +11,9 @@ never judges, or is judged by, the physical device.
 The simulated device is deterministic: one batch of ``inner`` calls lasts exactly
 ``inner * simulate_work(work).latency_s``; a callable that carries its op graph
 (:class:`GraphCall`) is timed as the whole graph. A call without Work (an empty Work, or a
-helper loop that passes none) is skipped with the reason, never given a made-up time.
+helper loop that passes none), or with Work the prediction core cannot price (the simulator's
+ops are the core's prices: :mod:`.pricing`), is skipped with the reason, never given a made-up
+time. A ``--charz-sim-profile`` of another target than the bound one is a usage error.
 """
 from __future__ import annotations
 
@@ -127,6 +129,7 @@ class SimDevice:
     def time_batch(self, fn: Callable[[], Any], inner: int, work: "Work | None" = None) -> float:
         """``inner`` times the simulated latency of one call; ``fn`` is not executed."""
         from . import SimCapacityError
+        from .pricing import SimNotPriced
 
         try:
             if isinstance(fn, GraphCall):
@@ -138,7 +141,7 @@ class SimDevice:
                 raise SimNotTimed("the case gives no Work (FLOPs, bytes, launches, transfers, accesses): "
                                   "there is nothing for the simulator to time")
             return inner * self.work_latency_s(work)
-        except (SimNotTimed, SimCapacityError) as exc:
+        except (SimNotTimed, SimNotPriced, SimCapacityError) as exc:
             import pytest
 
             pytest.skip(f"not simulated on {self.spec.identity.name}: {exc}")

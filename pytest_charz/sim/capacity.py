@@ -1,65 +1,20 @@
-"""Does a workload fit the device? Weights, KV cache and activations of one rank against DRAM.
-
-* **weights**: every op's owned parameters (``attrs["params"]``) at the dtype of its weight
-  tensor (a GEMM's second input; otherwise its output's dtype);
-* **KV cache**: the keys and values attention reads (``attrs["kv_cache_read_bytes"]``), per layer;
-* **activations**: the largest input-plus-output footprint of one op (weights excluded): what must
-  be live at once in an inference step. Training graphs also keep activations for the backward
-  pass and optimizer states, which this does not count (their need is a lower bound).
-"""
+"""The simulator's memory check: :mod:`pytest_charz.workloads.capacity` (the one ``predict_graph``
+makes too) against the machine's DRAM, so that a what-if ``dram_bytes`` changes it."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from ..errors import UsageError
-from ..units import format_bytes
-from ..workloads.graph import DTYPE_BYTES, Graph
+from ..workloads.capacity import CapacityError, MemoryNeed, memory_need
+from ..workloads.capacity import check_fits as check_capacity
+from ..workloads.graph import Graph
 from .machine import Machine
 
+#: The error of a workload that does not fit (the one ``predict_graph`` raises too).
+SimCapacityError = CapacityError
 
-class SimCapacityError(UsageError):
-    """The workload needs more DRAM per device than the device has; the message gives both."""
-
-
-@dataclass(frozen=True)
-class MemoryNeed:
-    """Bytes one device holds for a graph."""
-
-    weights_bytes: float
-    kv_cache_bytes: float
-    activation_bytes: float
-
-    @property
-    def total_bytes(self) -> float:
-        return self.weights_bytes + self.kv_cache_bytes + self.activation_bytes
-
-
-def memory_need(graph: Graph) -> MemoryNeed:
-    """The per-device memory need of ``graph`` (module docstring)."""
-    weights = kv_cache = activations = 0.0
-    for op in graph.ops:
-        params = float(op.attrs.get("params", 0) or 0)
-        weight_input = op.inputs[1] if op.op_class in ("gemm", "conv") and len(op.inputs) > 1 else None
-        if params:
-            dtype = weight_input.dtype if weight_input is not None else (op.outputs[0].dtype if op.outputs else "fp32")
-            weights += params * DTYPE_BYTES[dtype]
-        kv_cache += float(op.attrs.get("kv_cache_read_bytes", 0.0) or 0.0)
-        footprint = sum(t.nbytes for t in op.outputs) + sum(t.nbytes for t in op.inputs if t is not weight_input)
-        activations = max(activations, float(footprint))
-    return MemoryNeed(weights, kv_cache, activations)
+__all__ = ["MemoryNeed", "SimCapacityError", "check_fits", "memory_need"]
 
 
 def check_fits(graph: Graph, machine: Machine, need: MemoryNeed | None = None) -> MemoryNeed:
     """The need of ``graph`` (``need`` when already counted); :class:`SimCapacityError` when it
     exceeds the machine's DRAM."""
-    need = need if need is not None else memory_need(graph)
     dram = machine.level("dram")
-    capacity = dram.capacity_bytes if dram is not None else None
-    if capacity is not None and need.total_bytes > capacity:
-        tp = graph.params.get("tp", 1)
-        raise SimCapacityError(
-            f"{graph.name} {graph.phase} (tp={tp}) needs {format_bytes(need.total_bytes)} per device (weights "
-            f"{format_bytes(need.weights_bytes)}, KV cache {format_bytes(need.kv_cache_bytes)}, activations "
-            f"{format_bytes(need.activation_bytes)}) but {machine.id} has {format_bytes(capacity)} of DRAM; "
-            "raise tp, shorten the context or lower the batch")
-    return need
+    return check_capacity(graph, dram.capacity_bytes if dram is not None else None, machine.id, need)

@@ -7,17 +7,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..workloads.predict import DEFAULT_HOST_DISPATCH_S, DEFAULT_LAUNCH_OVERHEAD_S
+from ..workloads import runtime
 
-#: Host time per op of an eager framework (the graph predictor's figure and source).
-HOST_DISPATCH_S = DEFAULT_HOST_DISPATCH_S
-HOST_DISPATCH_SOURCE = ("DEFAULT_HOST_DISPATCH_S of workloads.predict: 10 us, inside the 5-25 us of host work per "
-                        "PyTorch eager op quoted in 'From PyTorch op to kernel launch' (J. Lin, GPU kernel serving, "
-                        "lesson 18, https://jiahuanglin.xyz/all_lessons/gpu_kernel_serving/18_pytorch_to_kernel.html)")
-#: Device-side gap of one stream launch (the graph predictor's figure and source).
-LAUNCH_OVERHEAD_S = DEFAULT_LAUNCH_OVERHEAD_S
-LAUNCH_OVERHEAD_SOURCE = ("DEFAULT_LAUNCH_OVERHEAD_S of workloads.predict: 2.5 us, the middle of the 1-3 us "
-                          "cudaLaunchKernel cost on CUDA 12+ in the same source")
+#: Host time per op of an eager framework, and the device-side gap of one stream launch, where
+#: nothing was measured: the figures of the one runtime rule (:mod:`pytest_charz.workloads.runtime`),
+#: which a machine's prediction core sets (:meth:`.machine.Machine.priced_by`).
+HOST_DISPATCH_S = runtime.DEFAULT_HOST_DISPATCH_S
+HOST_DISPATCH_SOURCE = runtime.DEFAULT_DISPATCH_SOURCE
+LAUNCH_OVERHEAD_S = runtime.DEFAULT_LAUNCH_OVERHEAD_S
+LAUNCH_OVERHEAD_SOURCE = runtime.DEFAULT_LAUNCH_SOURCE
 #: Device-side gap of one kernel node of a replayed graph: 0.5 us. "Getting Started with CUDA
 #: Graphs" (A. Gray, NVIDIA Technical Blog, 2019, https://developer.nvidia.com/blog/cuda-graphs/)
 #: times a 2.9 us kernel at 3.8 us per kernel launched on a stream without synchronization and
@@ -25,15 +23,10 @@ LAUNCH_OVERHEAD_SOURCE = ("DEFAULT_LAUNCH_OVERHEAD_S of workloads.predict: 2.5 u
 GRAPH_NODE_LAUNCH_S = 0.5e-6
 GRAPH_NODE_LAUNCH_SOURCE = ("0.5 us: 3.4 us per graph kernel - 2.9 us of kernel in 'Getting Started with CUDA Graphs', "
                             "A. Gray, NVIDIA Technical Blog, 2019, https://developer.nvidia.com/blog/cuda-graphs/")
-#: Launches a stream holds before the host blocks: about 1000, measured in "CUDA stream is blocked
-#: when launching many kernels (>1000)" (Stack Overflow question 53970187, 2018,
-#: https://stackoverflow.com/questions/53970187): launches stay at 4-5 us for the first ~1000
-#: kernels, then wait for the device. 1024 is taken.
-LAUNCH_QUEUE_DEPTH = 1024
-#: Copy engines: two, so that a host-to-device and a device-to-host copy overlap each other and
-#: the kernels ("asyncEngineCount", CUDA C++ Programming Guide, NVIDIA, section "Overlap of Data
-#: Transfer and Kernel Execution", https://docs.nvidia.com/cuda/cuda-c-programming-guide/).
-COPY_ENGINES = 2
+#: Launches a stream holds before the host blocks, and the copy engines: the runtime's figures
+#: (cited in :mod:`pytest_charz.workloads.runtime`), the same for predict_graph.
+LAUNCH_QUEUE_DEPTH = runtime.LAUNCH_QUEUE_DEPTH
+COPY_ENGINES = runtime.COPY_ENGINES
 COPY_ENGINES_SOURCE = "CUDA C++ Programming Guide, NVIDIA: asyncEngineCount 2 overlaps copies in both directions"
 #: Per-hop latencies where the spec has none. "NVLink, NVSwitch, and GPU Interconnect" (Fridays
 #: with Faraday, GPU Hardware series part 3, 2025,

@@ -2,7 +2,10 @@
 
 :func:`op_cost` turns a ``Work`` into an :class:`OpCost`: seconds of each shared resource at its
 full rate (compute, a memory level's bandwidth, a link), a fixed latency that uses no shared
-bandwidth (dependent loads, the hops of a collective), and the dynamic energy.
+bandwidth (dependent loads, the hops of a collective), and the dynamic energy. The demands say
+how an op's time divides among the resources it shares with concurrent ops, not what the op
+costs: the prediction core prices it, and :func:`.pricing.split` rescales the demands to that
+price (the energy stays this module's).
 
 * **Compute**: FLOPs at the machine's peak per dtype (the vector peak for non-matrix ops); a
   ``gemm`` is tiled and quantized into waves over the compute units by the GEMM model

@@ -6,6 +6,12 @@ the spec filling what the profile lacks), and changed by what-if parameters
 (:meth:`Machine.with_params`, names in :data:`~.parameters.PARAMETERS`). Every figure keeps where it
 came from in ``sources`` (by parameter name).
 
+A machine also carries the prediction core that prices its ops (:meth:`Machine.priced_by`: the
+``Predictor`` of :func:`pytest_charz.prediction.load_predictor` for the same target and profile,
+or one with a calibration) and the figures that core's ceilings describe, so that a what-if
+change reaches the price (:mod:`.pricing`). Its host dispatch and launch gap start from the same
+rule as ``predict_graph``'s (:func:`pytest_charz.workloads.runtime.runtime_of`).
+
 Peaks are stored at the reference clock and unit count they were quoted at; the machine's
 ``clock_mhz`` and ``units`` scale them (:meth:`Machine.peak`).
 """
@@ -18,12 +24,12 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..errors import UsageError
 from ..models.ceilings import MATRIX_OPS, Ceilings
-from ..models.ceilings_profile import read_op_costs
 from ..targets.spec import Figure
 from . import defaults
 from .parameters import PARAMETERS, check_parameter_value
 
 if TYPE_CHECKING:
+    from ..calibration.predictor import Predictor
     from ..targets.energy import EnergyCoefficients
     from ..targets.spec import TargetSpec
 
@@ -82,6 +88,8 @@ class Machine:
     idle_power_w: float | None = None
     energy: "EnergyCoefficients | None" = field(default=None, compare=False)
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+    predictor: "Predictor | None" = field(default=None, compare=False, repr=False)
+    priced_at: Mapping[str, float] = field(default_factory=dict, compare=False, repr=False)
 
     # -- figures ----------------------------------------------------------------------------------
     @property
@@ -119,12 +127,29 @@ class Machine:
             compute_units=Figure(self.units, "sim machine"))
 
     # -- building ---------------------------------------------------------------------------------
+    def priced_by(self, predictor: "Predictor", profile: Mapping[str, Any] | None = None) -> "Machine":
+        """This machine with its ops priced by ``predictor`` (a core of this machine's target),
+        host dispatch and launch gap from :func:`~pytest_charz.workloads.runtime.runtime_of` on
+        its ceilings and ``profile`` (the one it was loaded with: a CPU's measured framework
+        dispatch), and the current figures recorded as those its ceilings describe."""
+        from ..workloads.runtime import runtime_of
+
+        if predictor.target and predictor.target != self.id:
+            raise UsageError(f"a prediction core of {predictor.target!r} cannot price the {self.id!r} machine")
+        runtime = runtime_of(predictor.ceilings, profile)
+        sources = {**self.sources, "dispatch_overhead": runtime.dispatch_source, "launch_overhead": runtime.launch_source}
+        machine = dataclasses.replace(self, dispatch_overhead_s=runtime.dispatch_s, launch_overhead_s=runtime.launch_s,
+                                      sources=sources, predictor=predictor)
+        return dataclasses.replace(machine, priced_at={name: machine.param(name) for name in PARAMETERS})
+
     @classmethod
-    def from_spec(cls, spec: "TargetSpec") -> "Machine":
+    def from_spec(cls, spec: "TargetSpec", predictor: "Predictor | None" = None) -> "Machine":
         """The datasheet machine of ``spec``, read through :meth:`Ceilings.from_spec` (so the
         catalogue's cited priors, such as achievable DRAM and GEMM fractions and link latencies,
         apply as they do to the models); runtime and link figures it still lacks come from
-        :mod:`.defaults`, energy from ``targets/energy/<id>.toml``."""
+        :mod:`.defaults`, energy from ``targets/energy/<id>.toml``. Priced by ``predictor``
+        (default: the core of ``spec`` with the default model)."""
+        from ..prediction import load_predictor
         from ..targets.energy import energy_coefficients
 
         ceilings = Ceilings.from_spec(spec)
@@ -165,9 +190,6 @@ class Machine:
             sources["link_bandwidth"] = total.source if total is not None else raw.bandwidth_bytes_per_s.source
             sources["link_latency"] = latency.source if latency is not None else defaults.LINK_LATENCY_SOURCE
         sources["devices"] = topology.source
-        sources["dispatch_overhead"] = defaults.HOST_DISPATCH_SOURCE
-        launch = ceilings.launch_overhead_s
-        sources["launch_overhead"] = launch.source if launch is not None else defaults.LAUNCH_OVERHEAD_SOURCE
         sources["graph_launch_overhead"] = defaults.GRAPH_NODE_LAUNCH_SOURCE
         sources["copy_engines"] = defaults.COPY_ENGINES_SOURCE
         try:
@@ -181,21 +203,24 @@ class Machine:
         if tdp is not None:
             sources["power_cap_w"] = f"the TDP: {tdp.source}"
         units = int(spec.compute.units.value)
-        return cls(id=spec.id, kind=spec.identity.kind, units=units, reference_units=units,
-                   clock_mhz=reference_clock, reference_clock_mhz=reference_clock,
-                   peak_flops={d: f.value for d, f in ceilings.peak_flops.items()},
-                   vector_peak_flops={d: f.value for d, f in ceilings.vector_peak_flops.items()},
-                   levels=tuple(levels), host_link=host, peer_link=peer, topology=topology.topology,
-                   devices=topology.devices,
-                   launch_overhead_s=launch.value if launch is not None else defaults.LAUNCH_OVERHEAD_S,
-                   power_cap_w=tdp.value if tdp is not None else None,
-                   idle_power_w=idle.value if idle is not None else None, energy=energy, sources=sources)
+        machine = cls(id=spec.id, kind=spec.identity.kind, units=units, reference_units=units,
+                      clock_mhz=reference_clock, reference_clock_mhz=reference_clock,
+                      peak_flops={d: f.value for d, f in ceilings.peak_flops.items()},
+                      vector_peak_flops={d: f.value for d, f in ceilings.vector_peak_flops.items()},
+                      levels=tuple(levels), host_link=host, peer_link=peer, topology=topology.topology,
+                      devices=topology.devices, power_cap_w=tdp.value if tdp is not None else None,
+                      idle_power_w=idle.value if idle is not None else None, energy=energy, sources=sources)
+        return machine.priced_by(predictor if predictor is not None else load_predictor(spec))
 
     @classmethod
-    def from_profile(cls, profile: Mapping[str, Any], spec: "TargetSpec | None" = None) -> "Machine":
+    def from_profile(cls, profile: Mapping[str, Any], spec: "TargetSpec | None" = None,
+                     predictor: "Predictor | None" = None) -> "Machine":
         """A machine with a capability profile's measured figures (``charz profile`` JSON, read
         through :meth:`Ceilings.from_profile`); ``spec`` (default: the profile's target in the
-        catalogue) fills what the profile lacks."""
+        catalogue) fills what the profile lacks. Priced by ``predictor`` (default: the core of
+        ``spec`` and ``profile`` with the default model); a profile of another target than
+        ``spec`` is a UsageError (:func:`~pytest_charz.prediction.load_predictor`'s)."""
+        from ..prediction import load_predictor
         from ..targets.catalogue import resolve
 
         measured = Ceilings.from_profile(profile)
@@ -203,7 +228,9 @@ class Machine:
             if not measured.target_id:
                 raise UsageError("the profile names no target: pass spec= (a catalogue TargetSpec)")
             spec = resolve(measured.target_id)
-        machine = cls.from_spec(spec)
+        if predictor is None:
+            predictor = load_predictor(spec, profile=profile)   # refuses a profile of another target
+        machine = cls.from_spec(spec, predictor)
         sources = dict(machine.sources)
         origin = f"measured: capability profile of {measured.target_id or spec.id}"
         changes: dict[str, Any] = {}
@@ -226,14 +253,6 @@ class Machine:
             if bandwidth:
                 sources["memory_bandwidth" if level.name == "dram" else f"{level.name}_bandwidth"] = origin
         changes["levels"] = tuple(levels)
-        launch = measured.launch_overhead()
-        if launch is not None:  # as the graph predictor does: the measured launch for both costs
-            changes.update(dispatch_overhead_s=launch, launch_overhead_s=launch)
-            sources["dispatch_overhead"] = sources["launch_overhead"] = f"{origin}: launch"
-        module = read_op_costs(profile).dispatch("torch-module") if machine.kind == "cpu" else None
-        if module is not None:  # a graph's ops are issued from eager nn.Module code, as measured
-            changes["dispatch_overhead_s"] = module
-            sources["dispatch_overhead"] = f"{origin}: dispatch:torch-module"
         if measured.units() is not None:
             changes["units"] = measured.units()
         h2d, h2d_latency, peer = (measured.link_bandwidth("h2d"), measured.link_latency("h2d"),
@@ -247,7 +266,8 @@ class Machine:
             changes["peer_link"] = dataclasses.replace(machine.peer_link,
                                                        bandwidth_bytes_per_s=peer / machine.peer_link.count)
             sources["link_bandwidth"] = f"{origin}: transfer:peer over {machine.peer_link.count} links"
-        return dataclasses.replace(machine, sources=sources, **changes)
+        # host dispatch and launch gap as predict_graph takes them (a CPU's measured dispatch included)
+        return dataclasses.replace(machine, sources=sources, **changes).priced_by(predictor, profile)
 
     # -- parameters -------------------------------------------------------------------------------
     def param(self, name: str) -> float:

@@ -89,6 +89,13 @@ class SimResult:
     resource busy the longest (``host``, ``launch``, ``compute``, ``memory:<level>``,
     ``link:<name>``). ``clock_mhz`` is the clock it ran at (lower than the machine's when the
     power cap bound). ``ops`` is empty unless a trace or the ops were asked for.
+
+    ``bound`` is the schedule's (``host`` or ``device``, the rule ``predict_graph`` names its
+    bound by: :func:`pytest_charz.workloads.schedule.graph_bound`) with ``host_s`` (the host's
+    dispatch time) and ``device_s`` (the device's own critical path); empty for a single case.
+    ``model`` names the prediction core that priced the ops (model and ceilings' origin);
+    ``uncovered`` lists ``(op name, reason)`` of every op it could not price: they took no
+    time, and the latency is a lower bound.
     """
 
     target: str
@@ -109,6 +116,15 @@ class SimResult:
     params: Mapping[str, Any] = field(default_factory=dict)
     options: SimOptions = field(default_factory=SimOptions)
     notes: tuple[str, ...] = ()
+    bound: str = ""
+    host_s: float = math.nan
+    device_s: float = math.nan
+    model: str = ""
+    uncovered: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        return not self.uncovered
 
     def to_json(self) -> dict[str, Any]:
         """The versioned JSON document (``formats.SIM_RESULT``); NaN energy is written as null."""
@@ -120,7 +136,10 @@ class SimResult:
                 "latency_s": self.latency_s, "energy_j": number(self.energy_j),
                 "average_power_w": number(self.average_power_w), "tokens_per_s": self.tokens_per_s,
                 "joules_per_token": number(self.joules_per_token), "clock_mhz": number(self.clock_mhz),
-                "utilization": dict(self.utilization), "bottleneck": self.bottleneck,
+                "utilization": dict(self.utilization), "bottleneck": self.bottleneck, "bound": self.bound,
+                "host_s": number(self.host_s), "device_s": number(self.device_s), "model": self.model,
+                "complete": self.complete,
+                "uncovered": [{"name": name, "reason": reason} for name, reason in self.uncovered],
                 "bottleneck_detail": self.bottleneck_detail.to_json(),
                 "energy_breakdown_j": {k: number(v) for k, v in self.energy_breakdown_j.items()}, "notes": list(self.notes),
                 "ops": [{**op.to_json(), "energy_j": number(op.energy_j)} for op in self.ops]}

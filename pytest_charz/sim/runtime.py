@@ -1,268 +1,28 @@
-"""Runtime behaviour: the host thread, streams, the launch queue, synchronization, graph replay,
-copy engines, and the resources that concurrent ops share.
+"""The simulator's runtime: a machine's runtime figures and the run's options as the one schedule
+reads them.
 
-* **Host.** One thread dispatches the ops in issue order, ``dispatch_s[i]`` each (framework
-  overhead and the driver's launch call). It runs ahead of the device until ``queue_depth``
-  issued ops wait to start; it then blocks until one starts. After an op marked ``sync`` it
-  waits for that op to end (``.item()``, a host copy the program reads).
-* **Graph replay.** The caller passes ``dispatch_s = [one graph launch, 0, 0, ...]`` and no queue
-  limit: a captured sequence is issued by one launch, and each kernel leaves the device only
-  the graph node's gap.
-* **Streams and events.** Each stream runs its ops in issue order; an op also waits for its
-  dependencies on other streams (an event record and wait).
-* **Device.** A started op first spends its launch gap and fixed latency, then shares the
-  resources it needs with the other running ops: each resource is split equally among the ops
-  using it (processor sharing), and an op progresses at the rate of its scarcest share. Copies
-  (host and peer transfers) also need one of ``copy_engines`` copy engines.
-
-Events are tuples on :class:`~.core.EventQueue`; per-op state lives in flat lists.
+The schedule itself (host thread, launch queue, streams and events, sync points, graph replay,
+copy engines, shared resources) is :mod:`pytest_charz.workloads.schedule`, the same one
+``predict_graph`` runs; the simulator runs it with contention on. Here only the figures are the
+simulator's: the machine's ``dispatch_overhead`` (or ``SimOptions.host_dispatch_s``),
+``launch_overhead``, ``graph_launch_overhead`` and ``copy_engines`` (what-if parameters, which
+start from :func:`pytest_charz.workloads.runtime.runtime_of`'s figures) and the options' launch
+queue depth and graph replay. A CPU target's host waits for each op, as in ``predict_graph``.
 """
 from __future__ import annotations
 
-from collections import deque
-from dataclasses import dataclass
-from typing import Sequence
+from ..workloads.runtime import ASYNCHRONOUS_KINDS, Runtime
+from ..workloads.schedule import HOST, Schedule, run_schedule, schedule_graph, share_rates
+from .machine import Machine
+from .result import SimOptions
 
-from .core import ACTIVATE, COMPLETE, ISSUE, EventQueue
-from .hardware import OpCost
-
-#: ``cause`` of an op's start: it started as soon as the host issued it.
-HOST = -1
-_SATURATED = 1.0 - 1e-9
-#: Rounds of handing unused shares back (:func:`share_rates`).
-SHARE_ROUNDS = 4
+__all__ = ["HOST", "Schedule", "run_schedule", "schedule_graph", "share_rates", "sim_runtime"]
 
 
-def _alone_rate(cost: OpCost) -> float:
-    longest = max((seconds for _, seconds in cost.demands), default=0.0)
-    return 1.0 / longest if longest > 0 else float("inf")
-
-
-def share_rates(demands: dict[int, tuple[tuple[int, float], ...]], resource_count: int,
-                rounds: int = SHARE_ROUNDS) -> dict[int, float]:
-    """Rates (fraction of its work per second) of ops running at once, each needing
-    ``demands[op]`` = ``(resource, seconds at the full resource)``.
-
-    Each resource starts split equally among the ops that use it; what an op cannot use (it is
-    held back by another resource) goes back to the ops that the resource holds back, for
-    ``rounds`` rounds (max-min fair sharing, work conserving in the common cases: a GEMM beside a
-    stream leaves the stream the DRAM bandwidth it does not need)."""
-    users = [0] * resource_count
-    for needs in demands.values():
-        for slot, seconds in needs:
-            if seconds > 0:
-                users[slot] += 1
-    shares = {op: {slot: 1.0 / users[slot] for slot, seconds in needs if seconds > 0} for op, needs in demands.items()}
-    rates: dict[int, float] = {}
-    for round_index in range(rounds + 1):
-        for op, needs in demands.items():
-            rates[op] = min((shares[op][slot] / seconds for slot, seconds in needs if seconds > 0),
-                            default=float("inf"))
-        if round_index == rounds:
-            break
-        used = [0.0] * resource_count
-        binding: list[list[int]] = [[] for _ in range(resource_count)]
-        for op, needs in demands.items():
-            rate = rates[op]
-            for slot, seconds in needs:
-                if seconds > 0:
-                    used[slot] += rate * seconds
-                    if shares[op][slot] - rate * seconds <= 1e-12 * shares[op][slot]:
-                        binding[slot].append(op)
-        moved = False
-        for slot in range(resource_count):
-            leftover = 1.0 - used[slot]
-            if leftover > 1e-9 and binding[slot]:
-                for op in binding[slot]:
-                    shares[op][slot] += leftover / len(binding[slot])
-                moved = True
-        if not moved:
-            break
-    return rates
-
-
-class _State:
-    """The host's and the engines' mutable state during one run."""
-
-    __slots__ = ("last", "pending", "engines", "next", "blocked", "blocked_since", "wait_for", "host_busy",
-                 "host_blocked")
-
-    def __init__(self, copy_engines: int) -> None:
-        self.last = 0.0                 # time the shared work was last advanced to
-        self.pending = 0                # issued ops not yet started
-        self.engines = copy_engines     # free copy engines
-        self.next = 0                   # the next op the host dispatches
-        self.blocked = False            # the host waits for room in the launch queue
-        self.blocked_since = 0.0
-        self.wait_for = -1              # the op a sync point waits for
-        self.host_busy = 0.0
-        self.host_blocked = 0.0
-
-
-@dataclass
-class Schedule:
-    """The simulated timeline (seconds from the first dispatch). ``cause[i]`` is what op ``i``
-    waited for last: :data:`HOST` (its issue) or the index of the op whose end released it.
-    ``busy_s[r]`` integrates resource ``r``'s used fraction over time; ``saturated_s[r]`` is the
-    time it ran at full rate."""
-
-    issue_s: list[float]
-    start_s: list[float]
-    end_s: list[float]
-    cause: list[int]
-    latency_s: float
-    host_busy_s: float
-    host_blocked_s: float
-    busy_s: list[float]
-    saturated_s: list[float]
-
-
-def run_schedule(streams: Sequence[int], deps: Sequence[tuple[int, ...]], costs: Sequence[OpCost],
-                 gaps_s: Sequence[float], dispatch_s: Sequence[float], syncs: Sequence[bool],
-                 queue_depth: int, copy_engines: int, resource_count: int) -> Schedule:
-    """Simulate the ops (module docstring) and return their timeline."""
-    n = len(costs)
-    issue_s = [0.0] * n
-    start_s = [0.0] * n
-    end_s = [0.0] * n
-    cause = [HOST] * n
-    unfinished = [len(d) for d in deps]
-    dependents: list[list[int]] = [[] for _ in range(n)]
-    for index, wanted in enumerate(deps):
-        for dep in wanted:
-            dependents[dep].append(index)
-    queues: dict[int, deque[int]] = {}
-    busy_stream: dict[int, bool] = {}
-    last_on_stream: dict[int, int] = {}
-    previous_on_stream = [-1] * n
-    events = EventQueue()
-    active: dict[int, float] = {}        # op -> remaining fraction of its shared work
-    rates: dict[int, float] = {}
-    version = [0] * n
-    busy_s = [0.0] * resource_count
-    saturated_s = [0.0] * resource_count
-    state = _State(copy_engines)
-    waiting_copy: deque[int] = deque()
-
-    def advance(now: float) -> None:
-        dt = now - state.last
-        if dt > 0 and active:
-            used = [0.0] * resource_count
-            for op, rate in rates.items():
-                active[op] -= rate * dt
-                for slot, seconds in costs[op].demands:
-                    used[slot] += rate * seconds
-            for slot in range(resource_count):
-                if used[slot]:
-                    busy_s[slot] += dt * min(used[slot], 1.0)
-                    if used[slot] >= _SATURATED:
-                        saturated_s[slot] += dt
-        state.last = now
-
-    def reshare(now: float) -> None:
-        if not active:
-            return
-        if len(active) == 1:
-            (op,) = active
-            rates[op] = _alone_rate(costs[op])
-        else:
-            rates.update(share_rates({op: costs[op].demands for op in active}, resource_count))
-        for op, remaining in active.items():
-            rate = rates[op]
-            version[op] += 1
-            finish = now if rate == float("inf") else now + max(remaining, 0.0) / rate
-            events.schedule(finish, COMPLETE, COMPLETE, (op, version[op]))
-
-    def schedule_issue(now: float) -> None:
-        following = state.next
-        if following < n:
-            state.host_busy += dispatch_s[following]
-            events.schedule(now + dispatch_s[following], ISSUE, ISSUE, following)
-
-    def try_start(stream: int, now: float) -> None:
-        queue = queues.get(stream)
-        while queue and not busy_stream.get(stream, False):
-            op = queue[0]
-            if unfinished[op]:
-                return
-            if costs[op].copy:
-                if state.engines == 0:
-                    if stream not in waiting_copy:
-                        waiting_copy.append(stream)
-                    return
-                state.engines -= 1
-            queue.popleft()
-            start(op, now)
-
-    def start(op: int, now: float) -> None:
-        start_s[op] = now
-        busy_stream[streams[op]] = True
-        released, culprit = issue_s[op], HOST
-        before = previous_on_stream[op]
-        if before >= 0 and end_s[before] > released:
-            released, culprit = end_s[before], before
-        for dep in deps[op]:
-            if end_s[dep] > released:
-                released, culprit = end_s[dep], dep
-        cause[op] = culprit
-        state.pending -= 1
-        if state.blocked and state.pending < queue_depth:
-            state.blocked = False
-            state.host_blocked += now - state.blocked_since
-            schedule_issue(now)
-        events.schedule(now + gaps_s[op] + costs[op].fixed_s, ACTIVATE, ACTIVATE, op)
-
-    def issue(op: int, now: float) -> None:
-        issue_s[op] = now
-        stream = streams[op]
-        previous_on_stream[op] = last_on_stream.get(stream, -1)
-        last_on_stream[stream] = op
-        queues.setdefault(stream, deque()).append(op)
-        state.pending += 1
-        state.next = op + 1
-        try_start(stream, now)
-        if syncs[op] and op + 1 < n:
-            state.wait_for, state.blocked_since = op, now
-        elif state.pending >= queue_depth:
-            state.blocked, state.blocked_since = True, now
-        else:
-            schedule_issue(now)
-
-    def complete(op: int, now: float) -> None:
-        advance(now)
-        del active[op]
-        del rates[op]
-        end_s[op] = now
-        stream = streams[op]
-        busy_stream[stream] = False
-        if costs[op].copy:
-            state.engines += 1
-            for _ in range(len(waiting_copy)):
-                try_start(waiting_copy.popleft(), now)
-        for later in dependents[op]:
-            unfinished[later] -= 1
-            if not unfinished[later]:
-                try_start(streams[later], now)
-        try_start(stream, now)
-        if state.wait_for == op:
-            state.wait_for = -1
-            state.host_blocked += now - state.blocked_since
-            schedule_issue(now)
-        reshare(now)
-
-    schedule_issue(0.0)
-    while events:
-        now, kind, payload = events.pop()
-        if kind == COMPLETE:
-            op, seen = payload
-            if seen == version[op] and op in active:
-                complete(op, now)
-        elif kind == ACTIVATE:
-            advance(now)
-            active[payload] = 1.0
-            reshare(now)
-        else:
-            issue(payload, now)
-    latency = max(max(end_s, default=0.0), max(issue_s, default=0.0))
-    return Schedule(issue_s, start_s, end_s, cause, latency, state.host_busy, state.host_blocked,
-                    busy_s, saturated_s)
+def sim_runtime(machine: Machine, options: SimOptions) -> Runtime:
+    """The runtime figures of ``machine`` under ``options``."""
+    dispatch = options.host_dispatch_s if options.host_dispatch_s is not None else machine.dispatch_overhead_s
+    return Runtime(dispatch, machine.launch_overhead_s, machine.kind in ASYNCHRONOUS_KINDS,
+                   machine.sources.get("dispatch_overhead", "") if options.host_dispatch_s is None else "given",
+                   machine.sources.get("launch_overhead", ""), options.launch_queue_depth, machine.copy_engines,
+                   options.graph_replay, machine.graph_launch_overhead_s)

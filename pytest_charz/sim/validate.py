@@ -141,7 +141,7 @@ def score_published(rows: Sequence[Any] | None = None) -> list[SimScore]:
 
 def summary(scores: Sequence[SimScore]) -> dict[str, dict[str, Any]]:
     """Per kind (and per published row kind): n, MAPE, median and P90 |error|, bias (median error)."""
-    from ..calibration.validate import error_summary
+    from ..validation.models import error_summary
 
     groups: dict[str, list[float]] = {}
     for score in scores:

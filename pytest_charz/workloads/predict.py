@@ -1,61 +1,48 @@
-"""A graph predicted op by op, and scheduled the way a runtime issues it.
+"""A graph predicted op by op: each op priced by the prediction core, then laid on the one schedule.
 
-:func:`predict_graph` predicts every op's kernel with a model through the same path as
-:func:`pytest_charz.prediction.predict` (ceilings from the target's datasheet or a capability
-profile, an optional calibration), then lays the ops on a timeline:
+:func:`predict_graph` splits the work the way the simulator does (docs/DESIGN "One prediction
+core"): **pricing** is the core's, a :class:`~pytest_charz.calibration.predictor.Predictor`
+loaded once by :func:`pytest_charz.prediction.load_predictor` (target, model, profile,
+calibration, all checked to belong together), which prices every distinct kernel (the op's Work
+without its launch) exactly as it prices a single case, calibration included. **Scheduling** is
+:func:`.schedule.schedule_graph`, the simulator's own schedule run with contention off: each op
+has the device to itself, so it occupies its stream for the core's kernel time plus its launch
+gap. Host dispatch, the launch gap, the launch queue, ``sync`` points, stream order and the
+synchronous host of a CPU target follow :mod:`.runtime` and :mod:`.schedule`, the same rules
+and figures as ``charz sim``; so on a graph whose ops never run at once (every builder's LLM
+graph) the two give the same latency and bound.
 
-* **Host.** One host thread issues the ops in graph order, ``host_dispatch_s`` each (framework
-  dispatch plus the driver's launch call). It never waits for the device on an asynchronous
-  runtime (GPUs, ASICs); on a synchronous one (the host CPU, where the "device" is the host
-  itself) it waits for each op to finish before dispatching the next.
-* **Device.** Each stream runs its ops in order. An op starts when it has been issued, its
-  dependencies have ended and the op before it on its stream has ended; it then occupies its
-  stream for its kernel time plus one launch overhead (the gap a launch leaves on the device).
+The end-to-end latency is the end of the last op. The bound is the schedule's
+(:func:`.schedule.graph_bound`): **host-bound** when issuing every op takes longer than the
+device's own critical path (the device idles waiting for dispatch: small-batch decode),
+**device-bound** otherwise. A graph whose weights, KV cache and activations do not fit one
+device's DRAM is refused (:func:`.capacity.check_fits`, the simulator's check), saying what it
+needs and what there is.
 
-The end-to-end latency is the end of the last op. It is at least the host's issue time (ops x
-``host_dispatch_s``) and at least the device's critical path without dispatch, and the schedule
-says which one it is: **host-bound** when issuing takes longer than the device's own critical
-path (the device idles waiting for dispatch: small-batch decode), **device-bound** otherwise.
-
-Each op's Work counts ``launches=1``; that launch is charged once, as the op's launch overhead
-(the ceilings' measured ``launch`` figure, or :data:`DEFAULT_LAUNCH_OVERHEAD_S` where the
-ceilings are a datasheet's, which has none), so the model sees the kernel's work without it. On a
-CPU whose profile measured PyTorch's dispatch (``dispatch:torch-module`` per op of eager module
-code, else ``dispatch:torch``), that figure is each op's host dispatch and there is no launch
-(the op runs on the dispatching thread).
-An op the model cannot predict keeps its launch overhead on the timeline, is listed in
-``uncovered`` with the model's reason, and makes the latency a lower bound (``complete=False``);
-it is never dropped silently.
+An op the core cannot price keeps its launch gap on the timeline, is listed in ``uncovered``
+with the model's reason, and makes the latency a lower bound (``complete=False``); it is never
+dropped silently.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ..errors import UsageError, check_non_negative
+from ..errors import UsageError
 from ..formats import GRAPH_PREDICTION
 from ..work import Work
+from .capacity import check_fits
 from .graph import OP_CLASSES, Graph
+from .runtime import ASYNCHRONOUS_KINDS, DEFAULT_HOST_DISPATCH_S, DEFAULT_LAUNCH_OVERHEAD_S, runtime_of
+from .schedule import BOUNDS, GraphLayout, OpDemand, graph_bound, schedule_graph
 
 if TYPE_CHECKING:
     from ..models.base import Model, Prediction
     from ..calibration.predictor import Predictor
     from ..prediction import CalibrationArg, ProfileArg, TargetArg
 
-#: Device-side cost of one kernel launch when the ceilings have no measured ``launch`` figure
-#: (datasheets have none): 2.5 us, the middle of the 1-3 us ``cudaLaunchKernel`` enqueue cost on
-#: CUDA 12+ drivers quoted in "From PyTorch op to kernel launch" (J. Lin, GPU kernel serving,
-#: lesson 18, https://jiahuanglin.xyz/all_lessons/gpu_kernel_serving/18_pytorch_to_kernel.html).
-#: The runtime suite's empty-kernel launch case measures the real figure.
-DEFAULT_LAUNCH_OVERHEAD_S = 2.5e-6
-#: Host time to dispatch one op of an eager framework when the ceilings have no measured
-#: ``launch`` figure: 10 us, inside the 5-25 us of CPU-side work per PyTorch eager op (Python,
-#: binding, autograd and ATen dispatch, backend, driver) in the same source. The runtime suite's
-#: ``dispatch`` case measures it on a host CPU.
-DEFAULT_HOST_DISPATCH_S = 10e-6
-#: Target kinds whose runtime issues work asynchronously (the host runs ahead of the device).
-ASYNCHRONOUS_KINDS = frozenset({"gpu", "asic"})
-BOUNDS = ("host", "device")
+__all__ = ["ASYNCHRONOUS_KINDS", "BOUNDS", "DEFAULT_HOST_DISPATCH_S", "DEFAULT_LAUNCH_OVERHEAD_S", "ClassTime",
+           "GraphPrediction", "OpPrediction", "kernel_work", "latency_interval", "predict_graph", "tokens_per_s"]
 
 
 @dataclass(frozen=True)
@@ -189,18 +176,6 @@ def _is_empty(work: Work) -> bool:
     return not (work.flops or work.bytes or work.transfers or work.collectives or work.accesses)
 
 
-def _framework_dispatch(kind: str, profile: Mapping[str, Any] | None) -> Any:
-    """The profile's measured host time per op of eager PyTorch model code on a CPU target:
-    ``dispatch:torch-module`` (ops issued from ``nn.Module`` code, module calls and views
-    included: what a workload graph's ops cost), else the bare ``dispatch:torch``; else None."""
-    if kind != "cpu" or profile is None:
-        return None
-    from ..models.ceilings_profile import read_op_costs
-
-    dispatch = read_op_costs(profile).dispatch_s
-    return dispatch.get("torch-module") or dispatch.get("torch")
-
-
 def latency_interval(ops: "tuple[OpPrediction, ...]", latency_s: float) -> tuple[float, float]:
     """The latency's interval: each covered op's interval about its kernel time, summed
     correlated within an op class and independent across classes
@@ -238,11 +213,13 @@ def predict_graph(
     """Predict ``graph`` on ``target`` op by op and schedule it (module docstring); times in s.
 
     ``target``, ``model``, ``profile`` and ``calibration`` are as for
-    :func:`pytest_charz.prediction.predict` (``predictor``: an already loaded core instead). ``host_dispatch_s``: host time to issue one op
-    (default: the ceilings' ``launch`` figure, else :data:`DEFAULT_HOST_DISPATCH_S`).
-    ``asynchronous``: whether the host runs ahead of the device (default: the target kind is a
-    GPU or an ASIC).
+    :func:`pytest_charz.prediction.load_predictor` (``predictor``: an already loaded core
+    instead; ``profile`` still gives a CPU's measured framework dispatch). ``host_dispatch_s``:
+    host time to issue one op (default: :func:`.runtime.runtime_of`). ``asynchronous``: whether
+    the host runs ahead of the device (default: the target kind is a GPU or an ASIC). Raises
+    :class:`.capacity.CapacityError` (a UsageError) when the graph does not fit the device's DRAM.
     """
+    from ..models.base import Prediction
     from ..prediction import load_predictor, read_profile
 
     if not isinstance(graph, Graph):
@@ -250,46 +227,21 @@ def predict_graph(
     profile = read_profile(profile) if profile is not None else None   # read once, used twice
     if predictor is None:
         predictor = load_predictor(target, model, profile, calibration)
-    chosen = predictor.model
-    ceilings = predictor.ceilings
-    measured_launch = ceilings.launch_overhead_s
-    framework_dispatch = _framework_dispatch(ceilings.kind, profile) if host_dispatch_s is None else None
-    if framework_dispatch is not None:
-        # A CPU op runs on the thread that dispatched it: no device launch, the framework's
-        # measured dispatch is the whole overhead of an op.
-        launch_s, launch_source = 0.0, "none: a CPU op runs on the thread that dispatches it"
-        dispatch_s, dispatch_source = framework_dispatch.value, framework_dispatch.source
-    else:
-        if measured_launch is not None:
-            launch_s, launch_source = measured_launch.value, measured_launch.source or ceilings.origin
-        else:
-            launch_s = DEFAULT_LAUNCH_OVERHEAD_S
-            launch_source = "DEFAULT_LAUNCH_OVERHEAD_S (no launch figure in the ceilings; cudaLaunchKernel 1-3 us)"
-        if host_dispatch_s is not None:
-            dispatch_s, dispatch_source = check_non_negative("host_dispatch_s", host_dispatch_s), "given"
-        elif measured_launch is not None:
-            dispatch_s, dispatch_source = launch_s, f"the ceilings' launch figure ({launch_source})"
-        else:
-            dispatch_s = DEFAULT_HOST_DISPATCH_S
-            dispatch_source = "DEFAULT_HOST_DISPATCH_S (PyTorch eager: 5-25 us of host work per op)"
-    overlapping = asynchronous if asynchronous is not None else ceilings.kind in ASYNCHRONOUS_KINDS
+    chosen, ceilings = predictor.model, predictor.ceilings
+    check_fits(graph, ceilings.capacity("dram"), predictor.target or ceilings.target_id or "the target")
+    runtime = runtime_of(ceilings, profile, host_dispatch_s, asynchronous)
 
     # Each distinct kernel priced once by the core, calibration applied exactly as for a single case.
     kernels = [kernel_work(op.work) for op in graph.ops]
     distinct = list(dict.fromkeys(work for work in kernels if not _is_empty(work)))
     predicted = dict(zip(distinct, predictor.predict_all(distinct)))
-
-    from ..models.base import Prediction
-
     no_kernel = Prediction.of_terms(chosen.name, 0.0, "launch", {})
     rows: list[dict[str, Any]] = []
-    stream_free: dict[int, float] = {}
-    end_of: dict[str, float] = {}
-    host_t = 0.0
+    costs: list[OpDemand] = []
     uncovered: list[tuple[str, str]] = []
     for op, work in zip(graph.ops, kernels):
         prediction = predicted[work] if work in predicted else no_kernel
-        op_launch_s = op.work.launches * launch_s
+        op_launch_s = op.work.launches * runtime.launch_s
         if prediction.covered:
             kernel_s = prediction.time_s
             bound = prediction.bound if kernel_s >= op_launch_s else "launch"
@@ -297,31 +249,19 @@ def predict_graph(
         else:
             kernel_s, bound, regime = 0.0, "", ""
             uncovered.append((op.name, prediction.reason))
-        time_s = kernel_s + op_launch_s
-        issue_s = host_t + dispatch_s
-        ready = max([issue_s, stream_free.get(op.stream, 0.0), *(end_of[dep] for dep in op.deps)])
-        end_s = ready + time_s
-        end_of[op.name] = end_s
-        stream_free[op.stream] = end_s
-        # A synchronous runtime returns to the host only once the op is done.
-        host_t = issue_s if overlapping else end_s
-        rows.append({"op": op, "prediction": prediction, "launch_s": op_launch_s, "time_s": time_s,
-                     "bound": bound, "regime": regime, "issue_s": issue_s, "start_s": ready, "end_s": end_s})
-
-    latency_s = max(end_of.values(), default=0.0)
+        # Contention off: the op's one demand is its kernel time, on a resource of its own.
+        costs.append(OpDemand(((0, kernel_s),) if kernel_s > 0 else ()))
+        rows.append({"op": op, "prediction": prediction, "launch_s": op_launch_s, "time_s": kernel_s + op_launch_s,
+                     "bound": bound, "regime": regime})
+    layout = GraphLayout.of(graph)
+    schedule = schedule_graph(layout, costs, runtime, 1, contention=False)
+    host_s, device_s, bound = graph_bound(layout, schedule, runtime.synchronous)
     busy_s = sum(row["time_s"] for row in rows)
-    times = {row["op"].name: row["time_s"] for row in rows}
-    # The device's own critical path (dependencies and stream order, dispatch free).
-    _, device_s = graph.critical_path(lambda op: times[op.name])
-    host_s = len(graph.ops) * dispatch_s
-    if not overlapping:
-        # The host waits for every op: the device can never run ahead of dispatch.
-        device_s = busy_s
     ops = tuple(OpPrediction(name=row["op"].name, op_class=row["op"].op_class, stream=row["op"].stream,
                              prediction=row["prediction"], launch_s=row["launch_s"], time_s=row["time_s"],
-                             bound=row["bound"], regime=row["regime"], issue_s=row["issue_s"],
-                             start_s=row["start_s"], end_s=row["end_s"],
-                             share=row["time_s"] / busy_s if busy_s else 0.0) for row in rows)
+                             bound=row["bound"], regime=row["regime"], issue_s=schedule.issue_s[index],
+                             start_s=schedule.start_s[index], end_s=schedule.end_s[index],
+                             share=row["time_s"] / busy_s if busy_s else 0.0) for index, row in enumerate(rows))
     by_class = []
     for op_class in OP_CLASSES:
         members = [op for op in ops if op.op_class == op_class]
@@ -329,12 +269,12 @@ def predict_graph(
             class_s = sum(op.time_s for op in members)
             by_class.append(ClassTime(op_class, len(members), class_s, class_s / busy_s if busy_s else 0.0))
     by_class.sort(key=lambda row: -row.time_s)
+    latency_s = schedule.latency_s
     return GraphPrediction(
         graph=graph.name, phase=graph.phase, params=dict(graph.params), target=predictor.target,
-        model=chosen.name, ceilings_origin=ceilings.origin, asynchronous=overlapping,
-        launch_overhead_s=launch_s, launch_overhead_source=launch_source,
-        host_dispatch_s=dispatch_s, host_dispatch_source=dispatch_source,
-        ops=ops, latency_s=latency_s, host_s=host_s, device_s=device_s,
-        bound="host" if host_s > device_s else "device", by_class=tuple(by_class),
+        model=chosen.name, ceilings_origin=ceilings.origin, asynchronous=runtime.asynchronous,
+        launch_overhead_s=runtime.launch_s, launch_overhead_source=runtime.launch_source,
+        host_dispatch_s=runtime.dispatch_s, host_dispatch_source=runtime.dispatch_source,
+        ops=ops, latency_s=latency_s, host_s=host_s, device_s=device_s, bound=bound, by_class=tuple(by_class),
         tokens_per_s=tokens_per_s(graph, latency_s), uncovered=tuple(uncovered),
         interval_s=latency_interval(ops, latency_s))

@@ -1,4 +1,5 @@
-"""The simulator's event core: a heap of ``(time_s, priority, sequence, kind, payload)`` tuples.
+"""The event core of the one schedule (:mod:`.schedule`, which ``predict_graph`` and the
+simulator both run): a heap of ``(time_s, priority, sequence, kind, payload)`` tuples.
 
 Deterministic by construction: ties in time are broken by ``priority`` (smaller first), then by
 ``sequence``, the order in which events were scheduled, so the same inputs always pop the same
@@ -8,8 +9,8 @@ never goes backwards.
 
 SimPy is not used, for fit rather than speed: on a chain of 1364 ops (a host process that
 dispatches, a device process that runs each op) SimPy 4.1 took 15.7-23.8 ms, the simulator's
-runtime with this heap the same within noise (16.4-24.2 ms, ``benchmarks/bench_sim.py`` measures
-both when SimPy is installed). The runtime shares bandwidth among running ops, so every start or
+schedule with this heap the same within noise (16.4-24.2 ms, ``benchmarks/bench_sim.py`` measures
+both when SimPy is installed). The schedule shares bandwidth among running ops, so every start or
 end reschedules the completions of the others: here a stale completion is dropped by a version
 number, where SimPy's timeouts cannot be cancelled and each would need an interrupt. And the
 core stays free of dependencies, with its tie-breaking rule in plain sight.

@@ -1,0 +1,115 @@
+"""How a host issues an op graph: the figures of the one schedule (:mod:`.schedule`).
+
+:func:`runtime_of` decides them once, from the prediction core's ceilings and the capability
+profile, for both ``predict_graph`` and the simulator (whose machine starts from the same
+figures; its what-if parameters ``dispatch_overhead`` and ``launch_overhead`` change them):
+
+* **Launch gap.** The device-side cost of one kernel launch: the ceilings' measured ``launch``
+  figure, else :data:`DEFAULT_LAUNCH_OVERHEAD_S` (datasheets have none). Each op's Work counts
+  ``launches=1``; the schedule charges that launch as the op's gap, so the core prices the
+  kernel's work without it.
+* **Host dispatch.** The host time to issue one op: given, else the measured ``launch`` figure,
+  else :data:`DEFAULT_HOST_DISPATCH_S`.
+* **A CPU with measured PyTorch dispatch.** Where a CPU profile measured the framework's dispatch
+  (``dispatch:torch-module`` per op of eager module code, else ``dispatch:torch``), that figure
+  is each op's host dispatch and there is no launch gap: the op runs on the dispatching thread.
+* **Synchronous host.** On an asynchronous runtime (GPUs, ASICs: :data:`ASYNCHRONOUS_KINDS`)
+  the host runs ahead of the device; elsewhere (the host CPU, where the "device" is the host
+  itself) it waits for each op to end before dispatching the next.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping
+
+from ..errors import check_non_negative
+
+if TYPE_CHECKING:
+    from ..models.ceilings import Ceilings
+
+#: Device-side cost of one kernel launch when the ceilings have no measured ``launch`` figure
+#: (datasheets have none): 2.5 us, the middle of the 1-3 us ``cudaLaunchKernel`` enqueue cost on
+#: CUDA 12+ drivers quoted in "From PyTorch op to kernel launch" (J. Lin, GPU kernel serving,
+#: lesson 18, https://jiahuanglin.xyz/all_lessons/gpu_kernel_serving/18_pytorch_to_kernel.html).
+#: The runtime suite's empty-kernel launch case measures the real figure.
+DEFAULT_LAUNCH_OVERHEAD_S = 2.5e-6
+DEFAULT_LAUNCH_SOURCE = "DEFAULT_LAUNCH_OVERHEAD_S (no launch figure in the ceilings; cudaLaunchKernel 1-3 us)"
+#: Host time to dispatch one op of an eager framework when the ceilings have no measured
+#: ``launch`` figure: 10 us, inside the 5-25 us of CPU-side work per PyTorch eager op (Python,
+#: binding, autograd and ATen dispatch, backend, driver) in the same source. The runtime suite's
+#: ``dispatch`` case measures it on a host CPU.
+DEFAULT_HOST_DISPATCH_S = 10e-6
+DEFAULT_DISPATCH_SOURCE = "DEFAULT_HOST_DISPATCH_S (PyTorch eager: 5-25 us of host work per op)"
+#: Launches a stream holds before the host blocks: about 1000, measured in "CUDA stream is blocked
+#: when launching many kernels (>1000)" (Stack Overflow question 53970187, 2018,
+#: https://stackoverflow.com/questions/53970187): launches stay at 4-5 us for the first ~1000
+#: kernels, then wait for the device. 1024 is taken.
+LAUNCH_QUEUE_DEPTH = 1024
+#: Copy engines: two, so that a host-to-device and a device-to-host copy overlap each other and
+#: the kernels ("asyncEngineCount", CUDA C++ Programming Guide, NVIDIA, section "Overlap of Data
+#: Transfer and Kernel Execution", https://docs.nvidia.com/cuda/cuda-c-programming-guide/).
+COPY_ENGINES = 2
+#: Target kinds whose runtime issues work asynchronously (the host runs ahead of the device).
+ASYNCHRONOUS_KINDS = frozenset({"gpu", "asic"})
+NO_LAUNCH_SOURCE = "none: a CPU op runs on the thread that dispatches it"
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """How the host issues a graph (module docstring); times in seconds.
+
+    ``graph_replay``: the ops are one captured graph, issued by one dispatch, each kernel leaving
+    the device ``graph_launch_s`` instead of ``launch_s``. ``queue_depth``: issued ops the host
+    may run ahead by before it blocks. ``copy_engines``: host and peer copies that run at once.
+    """
+
+    dispatch_s: float
+    launch_s: float
+    asynchronous: bool
+    dispatch_source: str = ""
+    launch_source: str = ""
+    queue_depth: int = LAUNCH_QUEUE_DEPTH
+    copy_engines: int = COPY_ENGINES
+    graph_replay: bool = False
+    graph_launch_s: float = 0.0
+
+    @property
+    def synchronous(self) -> bool:
+        """Whether the host waits for every op (never under graph replay: one launch issues all)."""
+        return not self.asynchronous and not self.graph_replay
+
+
+def framework_dispatch(kind: str, profile: Mapping[str, Any] | None) -> Any:
+    """The profile's measured host time per op of eager PyTorch model code on a CPU target:
+    ``dispatch:torch-module`` (ops issued from ``nn.Module`` code, module calls and views
+    included: what a workload graph's ops cost), else the bare ``dispatch:torch``; else None.
+    A Figure (``value``, ``source``)."""
+    if kind != "cpu" or profile is None:
+        return None
+    from ..models.ceilings_profile import read_op_costs
+
+    dispatch = read_op_costs(profile).dispatch_s
+    return dispatch.get("torch-module") or dispatch.get("torch")
+
+
+def runtime_of(ceilings: "Ceilings", profile: Mapping[str, Any] | None = None, host_dispatch_s: float | None = None,
+               asynchronous: bool | None = None) -> Runtime:
+    """The launch gap, host dispatch and synchrony for ``ceilings`` (the prediction core's) and
+    ``profile`` (module docstring). ``host_dispatch_s`` replaces the host dispatch only;
+    ``asynchronous`` (default: the target kind is a GPU or an ASIC) whether the host runs ahead."""
+    framework = framework_dispatch(ceilings.kind, profile)
+    measured = ceilings.launch_overhead_s
+    if framework is not None:
+        launch_s, launch_source = 0.0, NO_LAUNCH_SOURCE
+        dispatch_s, dispatch_source = framework.value, framework.source
+    else:
+        if measured is not None:
+            launch_s, launch_source = measured.value, measured.source or ceilings.origin
+            dispatch_s, dispatch_source = launch_s, f"the ceilings' launch figure ({launch_source})"
+        else:
+            launch_s, launch_source = DEFAULT_LAUNCH_OVERHEAD_S, DEFAULT_LAUNCH_SOURCE
+            dispatch_s, dispatch_source = DEFAULT_HOST_DISPATCH_S, DEFAULT_DISPATCH_SOURCE
+    if host_dispatch_s is not None:
+        dispatch_s, dispatch_source = check_non_negative("host_dispatch_s", host_dispatch_s), "given"
+    overlapping = asynchronous if asynchronous is not None else ceilings.kind in ASYNCHRONOUS_KINDS
+    return Runtime(dispatch_s, launch_s, overlapping, dispatch_source, launch_source)
