@@ -1,12 +1,50 @@
-"""pytest-charz: hardware performance characterization as pytest suites."""
+"""pytest-charz: hardware performance characterization as pytest suites.
+
+The public API is what ``__all__`` lists. The pytest plugin imports this package in every
+session, so the prediction, workload and simulator entry points load on first use: the module's
+``__getattr__`` imports the real object and returns it, so ``help(pytest_charz.predict)`` and
+``inspect.signature`` show its own parameters and documentation.
+"""
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from .errors import CharzError, FormatError, MissingExtraError, SpecError, UsageError
 from .work import Collective, Work
 
+if TYPE_CHECKING:
+    from .calibration.file import Calibration, load_calibration
+    from .calibration.predictor import Predictor
+    from .models.base import Prediction
+    from .prediction import load_predictor, predict
+    from .sim.simulate import simulate_graph
+    from .targets.catalogue import resolve as load_target
+    from .targets.spec import TargetSpec
+    from .workloads.builders import build
+    from .workloads.capture import capture
+    from .workloads.graph import Graph
+    from .workloads.predict import GraphPrediction, predict_graph
+
 __version__ = "0.1.0"
+
+#: Public names loaded on first use: name -> (module, attribute).
+_LAZY: dict[str, tuple[str, str]] = {
+    "Calibration": ("pytest_charz.calibration.file", "Calibration"),
+    "Graph": ("pytest_charz.workloads.graph", "Graph"),
+    "GraphPrediction": ("pytest_charz.workloads.predict", "GraphPrediction"),
+    "Prediction": ("pytest_charz.models.base", "Prediction"),
+    "Predictor": ("pytest_charz.calibration.predictor", "Predictor"),
+    "TargetSpec": ("pytest_charz.targets.spec", "TargetSpec"),
+    "build": ("pytest_charz.workloads.builders", "build"),
+    "capture": ("pytest_charz.workloads.capture", "capture"),
+    "load_calibration": ("pytest_charz.calibration.file", "load_calibration"),
+    "load_predictor": ("pytest_charz.prediction", "load_predictor"),
+    "load_target": ("pytest_charz.targets.catalogue", "resolve"),
+    "predict": ("pytest_charz.prediction", "predict"),
+    "predict_graph": ("pytest_charz.workloads.predict", "predict_graph"),
+    "simulate_graph": ("pytest_charz.sim.simulate", "simulate_graph"),
+}
 
 __all__ = [
     "CharzError",
@@ -16,45 +54,20 @@ __all__ = [
     "SpecError",
     "UsageError",
     "Work",
-    "build",
-    "capture",
-    "load_target",
-    "predict",
-    "predict_graph",
+    *sorted(_LAZY),
     "__version__",
 ]
 
 
-def load_target(name: str) -> Any:
-    """The TargetSpec for a catalogue id or alias (or ``cpu`` for this host)."""
-    from .targets.catalogue import resolve
-
-    return resolve(name)
-
-
-def predict(*args: Any, **kwargs: Any) -> Any:
-    """Predict a Work (or a list of them) on a target: see :func:`pytest_charz.prediction.predict`."""
-    from .prediction import predict as _predict
-
-    return _predict(*args, **kwargs)
+def __getattr__(name: str) -> Any:
+    """The public object ``name`` (imported on first use, then cached in the module)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'pytest_charz' has no attribute {name!r}")
+    module, attribute = _LAZY[name]
+    found = getattr(importlib.import_module(module), attribute)
+    globals()[name] = found
+    return found
 
 
-def build(*args: Any, **kwargs: Any) -> Any:
-    """The op graph of a known model's phase: see :func:`pytest_charz.workloads.builders.build`."""
-    from .workloads.builders import build as _build
-
-    return _build(*args, **kwargs)
-
-
-def capture(*args: Any, **kwargs: Any) -> Any:
-    """The op graph of a PyTorch module's forward: see :func:`pytest_charz.workloads.capture.capture`."""
-    from .workloads.capture import capture as _capture
-
-    return _capture(*args, **kwargs)
-
-
-def predict_graph(*args: Any, **kwargs: Any) -> Any:
-    """Predict an op graph op by op and schedule it: see :func:`pytest_charz.workloads.predict.predict_graph`."""
-    from .workloads.predict import predict_graph as _predict_graph
-
-    return _predict_graph(*args, **kwargs)
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
