@@ -4,7 +4,8 @@ Runs the op-class microbenchmarks (``suites/test_opclasses.py``) and the runtime
 and fresh-page cases (the calibration), then the 18 held-out workloads (``suites/test_heldout.py``)
 and, with ``--workloads``, the workload suite's models (``suites/test_workloads.py``, per-op
 timings), all into one run file per round (``--rounds``, 3 by default, each a fresh process); then
-calibrates each model on the microbenchmark cases alone, every case at the median of its rounds,
+calibrates each model on the microbenchmark cases alone (``charz calibrate``'s file, every case
+at the median of its rounds) and scores with that file passed by its path, as a user predicts,
 and prints, for the workload ops and the workloads end to end, the acceptance figures: median and
 P90 |measured / predicted - 1|, the share within 2x, and the coverage of the 90% intervals; the
 error per op class; and every op or workload beyond 2x or outside its interval.
@@ -141,9 +142,20 @@ def verdict(s: Mapping[str, Any]) -> str:
     return ", ".join(f"{name}: {'met' if ok else 'NOT met'}" for name, ok in checks)
 
 
-def report(runs: Sequence[str], models: Sequence[str]) -> int:
+def calibration_file(runs: Sequence[str], model: str, out_root: str) -> str:
+    """``charz calibrate`` of the runs' microbenchmark cases (every one fits: the workloads are the
+    test), written as a file beside the runs; its path."""
+    from pytest_charz.calibration.file import calibrate
+    from pytest_charz.formats import atomic_write_json
+
+    path = f"{out_root}.calibration-{model}.json"
+    atomic_write_json(path, calibrate(list(runs), model=model, holdout=None).to_json())
+    return path
+
+
+def report(runs: Sequence[str], models: Sequence[str], calibration: str | None = None) -> int:
     sys.path.insert(0, ROOT)
-    from pytest_charz.calibration.workloads import validate_workloads
+    from pytest_charz.validation.workloads import validate_workloads
 
     found = False
     for run in runs:
@@ -159,11 +171,14 @@ def report(runs: Sequence[str], models: Sequence[str]) -> int:
         print(f"host speed, median of the rounds: moved {100 * moved[0]:.1f}% ({moved[1]}), tolerance "
               f"{100 * PROBE_TOLERANCE:.0f}%")
     inconclusive = moved is not None and moved[0] > PROBE_TOLERANCE
+    root = runs[0][:-5] if runs[0].endswith(".json") else runs[0]
     for model in models:
-        for result in validate_workloads(list(runs), model):
+        # scored as a user predicts: the calibration file passed by its path to the one core
+        path = calibration or calibration_file(runs, model, root)
+        for result in validate_workloads(list(runs), model, calibration=path):
             found = True
             data = result.to_json()
-            print(f"\n{model} on {result.target}: calibrated on {data['calibrated_on']} microbenchmark case(s), "
+            print(f"\n{model} on {result.target}: calibration {path} (microbenchmark cases only), "
                   "tested on workload ops and workloads end to end")
             for part in ("ops", "workloads", "all"):
                 print(_row(part, data[part]))
@@ -198,7 +213,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None, help="PyTorch intra-op threads (default: its own)")
     parser.add_argument("--full", action="store_true", help="full sampling budgets (default: --charz-quick)")
     parser.add_argument("--workloads", action="store_true", help="also run the workload suite's models")
-    parser.add_argument("--models", default="opclass,composite", help="models to score (comma-separated)")
+    parser.add_argument("--models", default=None,
+                        help="models to score (comma-separated; default: the default model, then composite)")
+    parser.add_argument("--calibration", default=None,
+                        help="score with this calibration file (default: calibrate the runs' microbenchmarks)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds to measure, each a fresh process (default 3)")
     args = parser.parse_args(argv)
     runs = list(args.run)
@@ -206,7 +224,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs = round_paths(args.out, args.rounds)
         for path in runs:
             measure(path, args.threads, not args.full, args.workloads)
-    return report(runs, [m.strip() for m in args.models.split(",") if m.strip()])
+    sys.path.insert(0, ROOT)
+    from pytest_charz.models.registry import DEFAULT_MODEL
+
+    models = args.models or ",".join(dict.fromkeys([DEFAULT_MODEL, "composite"]))
+    return report(runs, [m.strip() for m in models.split(",") if m.strip()], args.calibration)
 
 
 if __name__ == "__main__":
