@@ -1,4 +1,4 @@
-"""The sampler: warm-up, inner-loop calibration, hot or cold samples, adaptive stopping.
+"""The sampler: warm-up, inner-loop sizing, hot or cold samples, adaptive stopping.
 
 Hot samples time a batch of ``inner`` back-to-back calls and divide; cold samples time one call
 after the device's caches are flushed (the flush is not timed). Sampling stops when the
@@ -33,7 +33,7 @@ class SamplerSettings:
     min_samples: int = 10
     max_samples: int = 20_000
     min_time_s: float = 0.05        # time spent in measured samples before the noise check may stop
-    max_time_s: float = 2.0         # budget for the whole case: warm-up, calibration and samples
+    max_time_s: float = 2.0         # budget for the whole case: warm-up, inner-loop sizing and samples
     warmup_s: float = 0.05
     min_batch_s: float = 1e-4       # a hot batch lasts at least this, and 200 timer ticks
     recovery_s: float = 0.05        # pause after a discarded sample; doubles on each in a row
@@ -85,7 +85,7 @@ class Measurement:
     outliers: int
     timer_resolution_s: float
     notes: tuple[str, ...] = field(default=())
-    sampling_s: float = 0.0              # time in the sampling loop (after warm-up and calibration)
+    sampling_s: float = 0.0              # time in the sampling loop (after warm-up and inner-loop sizing)
 
     @property
     def noise_met(self) -> bool:
@@ -193,7 +193,7 @@ def sample(device: "Device", fn: Callable[[], Any], settings: SamplerSettings,
         if elapsed_ns() >= settings.warmup_s * 1e9 or elapsed_ns() >= budget_ns / 4:
             break
 
-    # Inner-loop calibration (hot mode): grow the batch until it lasts min_batch_s and 200 ticks.
+    # Inner-loop sizing (hot mode): grow the batch until it lasts min_batch_s and 200 ticks.
     inner = 1
     target_batch_s = max(settings.min_batch_s, 200 * resolution_s)
     if settings.mode == "hot":
