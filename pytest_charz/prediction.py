@@ -105,7 +105,7 @@ def _check_calibration_target(calfile: Calibration, source: str, spec: "TargetSp
                          f"out to predict for the CPU it was measured on")
 
 
-def load_predictor(target: TargetArg = None, model: "str | Model | None" = None, profile: ProfileArg = None,
+def load_predictor(target: TargetArg = None, model: str | Model | None = None, profile: ProfileArg = None,
                    calibration: CalibrationArg = None) -> Predictor:
     """The prediction core for ``target`` (a catalogue name or alias, ``cpu``, or a TargetSpec),
     ``model`` (a registry name or a model object), ``profile`` (a capability profile: mapping or
@@ -161,15 +161,15 @@ def load_predictor(target: TargetArg = None, model: "str | Model | None" = None,
 
 
 @overload
-def predict(work_or_works: Work, target: TargetArg = ..., model: "str | Model | None" = ...,
+def predict(work_or_works: Work, target: TargetArg = ..., model: str | Model | None = ...,
             profile: ProfileArg = ..., calibration: CalibrationArg = ...) -> Prediction: ...
 @overload
-def predict(work_or_works: Sequence[Work], target: TargetArg = ..., model: "str | Model | None" = ...,
+def predict(work_or_works: Sequence[Work], target: TargetArg = ..., model: str | Model | None = ...,
             profile: ProfileArg = ..., calibration: CalibrationArg = ...) -> list[Prediction]: ...
 def predict(
     work_or_works: Work | Sequence[Work],
     target: TargetArg = None,
-    model: "str | Model | None" = None,
+    model: str | Model | None = None,
     profile: ProfileArg = None,
     calibration: CalibrationArg = None,
 ) -> Prediction | list[Prediction]:

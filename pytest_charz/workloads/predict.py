@@ -201,14 +201,14 @@ def tokens_per_s(graph: Graph, latency_s: float) -> float | None:
 
 def predict_graph(
     graph: Graph,
-    target: "TargetArg" = None,
-    model: "str | Model | None" = None,
-    profile: "ProfileArg" = None,
-    calibration: "CalibrationArg" = None,
+    target: TargetArg = None,
+    model: str | Model | None = None,
+    profile: ProfileArg = None,
+    calibration: CalibrationArg = None,
     host_dispatch_s: float | None = None,
     *,
     asynchronous: bool | None = None,
-    predictor: "Predictor | None" = None,
+    predictor: Predictor | None = None,
 ) -> GraphPrediction:
     """Predict ``graph`` on ``target`` op by op and schedule it (module docstring); times in s.
 
