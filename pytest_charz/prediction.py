@@ -95,14 +95,23 @@ def spec_ceilings(spec: "TargetSpec", model: str) -> Ceilings:
 
 
 def _check_calibration_target(calfile: Calibration, source: str, spec: "TargetSpec") -> None:
-    """A calibration used for ``spec``: the same target id, and for a host CPU the same CPU."""
+    """A calibration used for ``spec``: the same target id, and for a host CPU the same CPU: the
+    same fingerprinted identity (``"AMD EPYC [1a2b3c4d]"``), or for a file written before the
+    fingerprint, the same model name."""
+    from .targets.identity import cpu_fingerprint, split_cpu_label
+
     if calfile.target != spec.id:
         raise UsageError(f"the calibration {source!r} is of target {calfile.target!r}, not {spec.id!r}; "
                          f"predict with target={calfile.target!r} (or calibrate on runs of {spec.id!r})")
-    if calfile.host and spec.identity.kind == "cpu" and calfile.host != spec.identity.name:
-        raise UsageError(f"the calibration {source!r} was measured on the CPU {calfile.host!r}, not on this "
-                         f"host's {spec.identity.name!r}: calibrate on a run of this host, or leave target= "
-                         f"out to predict for the CPU it was measured on")
+    if not calfile.host or spec.identity.kind != "cpu":
+        return
+    name, fingerprint = split_cpu_label(calfile.host)
+    here_name, here_fingerprint = spec.identity.name, cpu_fingerprint(spec)
+    if name != here_name or (fingerprint is not None and fingerprint != here_fingerprint):
+        measured = f"{name!r}" + (f" (fingerprint {fingerprint})" if fingerprint else "")
+        raise UsageError(f"the calibration {source!r} was measured on the CPU {measured}, not on this "
+                         f"host's {here_name!r} (fingerprint {here_fingerprint}): calibrate on a run of this host, "
+                         f"or leave target= out to predict for the CPU it was measured on")
 
 
 def load_predictor(target: TargetArg = None, model: str | Model | None = None, profile: ProfileArg = None,

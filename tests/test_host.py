@@ -36,15 +36,17 @@ def recorded_texts(**changes: object) -> HostTexts:
 
 
 def cpuinfo_text(vendor: str, model_name: str, family: int, model: int, flags: str,
-                 sockets: int = 1, cores: int = 2, threads: int = 1, mhz: float = 3000.0) -> str:
+                 sockets: int = 1, cores: int = 2, threads: int = 1, mhz: float = 3000.0,
+                 stepping: int | None = None) -> str:
     blocks = []
+    stepping_line = f"stepping\t: {stepping}\n" if stepping is not None else ""
     processor = 0
     for socket in range(sockets):
         for core in range(cores):
             for _ in range(threads):
                 blocks.append(
                     f"processor\t: {processor}\nvendor_id\t: {vendor}\ncpu family\t: {family}\n"
-                    f"model\t\t: {model}\nmodel name\t: {model_name}\ncpu MHz\t\t: {mhz}\n"
+                    f"model\t\t: {model}\nmodel name\t: {model_name}\n{stepping_line}cpu MHz\t\t: {mhz}\n"
                     f"physical id\t: {socket}\ncore id\t\t: {core}\nflags\t\t: {flags}\n")
                 processor += 1
     return "\n".join(blocks)
@@ -265,3 +267,37 @@ def test_the_cpu_device_sizes_its_cache_flush_with_the_same_parser(tmp_path: Pat
     index(5, "3", "Unified", "105M")
     assert last_level_cache_bytes(str(tmp_path)) == 105 * 2**20
     assert last_level_cache_bytes(str(tmp_path / "absent")) is None
+
+
+def test_the_recorded_xeon_is_identified_by_cpuid_features_caches_and_cores() -> None:
+    cpu = derive_host_spec(recorded_texts()).identity.cpu
+    assert cpu is not None
+    assert (cpu.vendor, cpu.family, cpu.model, cpu.stepping) == ("intel", 6, 167, 1)
+    assert cpu.model_name == "Intel(R) Xeon(R) Processor"
+    # the result-changing flags of the recorded text, none of its others (sse4_2, aes, ...)
+    assert cpu.features == ("avx", "avx2", "fma", "f16c", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni",
+                            "avx_vnni", "amx_tile", "amx_bf16", "amx_int8")
+    assert cpu.native_dtypes == ("bf16", "fp16", "int8")
+    assert dict(cpu.cache_bytes) == {"l1": 48 * 1024, "l2": 2048 * 1024, "l3": 491520 * 1024}
+    assert (cpu.cores, cpu.logical_cpus) == (2, 2)
+    assert host.host_identity(recorded_texts()) == cpu
+
+
+def test_an_avx2_cpu_has_no_native_reduced_precision() -> None:
+    text = cpuinfo_text("AuthenticAMD", "AMD EPYC 7763 64-Core Processor", 25, 1, "sse2 avx avx2 fma f16c",
+                        stepping=1, cores=4, threads=2)
+    cpu = derive_host_spec(HostTexts(cpuinfo=text, machine="x86_64")).identity.cpu
+    assert cpu is not None
+    assert (cpu.family, cpu.model, cpu.stepping) == (25, 1, 1)
+    assert cpu.features == ("avx", "avx2", "fma", "f16c") and cpu.native_dtypes == ()
+    assert (cpu.cores, cpu.logical_cpus) == (4, 8) and dict(cpu.cache_bytes) == {}
+
+
+def test_an_arm_cpu_is_identified_by_architecture_part_and_revision() -> None:
+    block = ("processor\t: {n}\nFeatures\t: fp asimd asimdhp asimddp bf16 i8mm sve\nCPU implementer\t: 0x41\n"
+             "CPU architecture: 8\nCPU variant\t: 0x1\nCPU part\t: 0xd40\nCPU revision\t: 1\n")
+    text = "\n".join(block.format(n=n) for n in range(2))
+    cpu = host.host_identity(HostTexts(cpuinfo=text, machine="aarch64"))
+    assert (cpu.vendor, cpu.family, cpu.model, cpu.stepping) == ("arm", 8, 0xD40, 1)
+    assert cpu.features == ("asimd", "asimdhp", "asimddp", "i8mm", "bf16", "sve")
+    assert cpu.native_dtypes == ("bf16", "fp16", "int8")

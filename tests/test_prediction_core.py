@@ -140,7 +140,9 @@ def test_a_fresh_sessions_verdicts_predict_and_validate_give_one_price(pytester:
     from pytest_charz.store import run_target_key
 
     calibration = pytester.path / "baselines" / run_target_key(run) / "calibration-opclass.json"
-    assert cli.main(["calibrate", str(pytester.path / "first.json"), "--out", str(calibration)]) == 0
+    # written where the session's judge looks, with no --out (the host CPU's key, fingerprint and all)
+    assert cli.main(["calibrate", str(pytester.path / "first.json")]) == 0
+    assert calibration.is_file()
     second = pytester.runpytest("--target=cpu", "--charz-out=second.json", "--charz-no-save")
     # (a case outside its calibrated band fails as model-error: the price is what is compared here)
     judged = json.loads((pytester.path / "second.json").read_text())["cases"]

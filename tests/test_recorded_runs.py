@@ -21,6 +21,7 @@ import pytest
 
 from pytest_charz import cli
 from pytest_charz.prediction import predict
+from pytest_charz.targets.identity import cpu_label
 from pytest_charz.run import load_run
 from pytest_charz.work import Work
 
@@ -160,7 +161,8 @@ def test_calibration_is_of_the_recorded_target_and_its_spec(processed: Callable[
     cal = out.calibration
     assert cal["kind"] == "charz-calibration"
     assert cal["target"] == out.raw["target"]["id"] == "cpu"
-    assert cal["host"] == CPU_NAME
+    # the recorded CPU's name and its fingerprint (each generation its own)
+    assert cal["host"] == cpu_label(out.run.target.spec) and cal["host"].startswith(f"{CPU_NAME} [")
     assert cal["fitted_on"]["runs"][0]["created"] == out.raw["created"]
     ceilings = cal["ceilings"]
     assert ceilings["peak_flops"]["fp32"]["value"] == pytest.approx(facts.peak_fp32, rel=1e-9)

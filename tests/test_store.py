@@ -199,3 +199,30 @@ def test_new_references_are_stamped_by_the_clock() -> None:
         ref = Reference.from_case(case, {})
     assert ref.created == "2025-06-15T15:06:40+00:00"
     assert ref.provenance["created"] == ref.created
+
+
+def test_the_host_cpu_is_keyed_by_name_and_fingerprint_other_targets_by_id() -> None:
+    from pytest_charz.store import target_key
+
+    assert target_key("cpu", "cpu", "AMD EPYC 9654 96-Core Processor", "1a2b3c4d") == \
+        "cpu-amd-epyc-9654-96-core-processor-1a2b3c4d"
+    assert target_key("cpu", "cpu", "AMD EPYC") == "cpu-amd-epyc"          # no fingerprint: the name alone
+    assert target_key("h100-sxm", "gpu", "NVIDIA H100 SXM", "1a2b3c4d") == "h100-sxm"
+    for bad in ("1A2B3C4D", "1a2b3c", "not-hex!"):
+        with pytest.raises(UsageError, match=f"8 lower-case hex digits, got {bad!r}"):
+            target_key("cpu", "cpu", "AMD EPYC", bad)
+
+
+def test_catalogue_targets_keep_their_id_as_the_key() -> None:
+    from pytest_charz.store import store_target_key
+    from pytest_charz.targets.catalogue import resolve
+
+    assert store_target_key(resolve("h100")) == "h100-sxm"
+    assert store_target_key(resolve("mi300")) == "mi300x"
+
+
+def test_a_run_without_a_spec_is_keyed_by_its_cpu_name() -> None:
+    from pytest_charz.store import run_target_key
+
+    assert run_target_key({"target": {"id": "cpu", "kind": "cpu", "name": "AMD EPYC", "spec": None}}) == "cpu-amd-epyc"
+    assert run_target_key({"target": {"id": "mi300x", "kind": "gpu", "name": "AMD Instinct MI300X"}}) == "mi300x"

@@ -135,6 +135,13 @@ def calibrate(runs: Sequence[RunArg], model: str = DEFAULT_MODEL, target: str | 
     chosen = [run for run in loaded if target is None or run.target.id == target]
     if not chosen:
         raise UsageError(f"no run of target {target!r}; the runs are of {', '.join(ids)}")
+    # the host CPU by its fingerprinted name ("AMD EPYC [1a2b3c4d]"): one CPU per calibration
+    from ..targets.identity import cpu_label
+
+    hosts = sorted({cpu_label(run.target.spec) if run.target.spec is not None else run.target.name
+                    for run in chosen if run.target.kind == "cpu"})
+    if len(hosts) > 1:
+        raise UsageError(f"the runs are of several CPUs ({', '.join(hosts)}): calibrate on the runs of one CPU")
     # workload cases (the held-out and workload suites) are what a calibration is tested on, never fitted on
     cases = [c for c in observations(chosen) if not is_workload(c.work)]
     if not cases:
@@ -152,4 +159,4 @@ def calibrate(runs: Sequence[RunArg], model: str = DEFAULT_MODEL, target: str | 
                    "cases": [c.case_id for c in fit_cases]},
         held_out=tuple(c.case_id for c in held),
         created=utc_now_iso(timespec="seconds"),
-        host=chosen[0].target.name if chosen[0].target.kind == "cpu" else "")
+        host=hosts[0] if hosts else "")

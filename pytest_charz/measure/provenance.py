@@ -1,4 +1,10 @@
-"""Provenance of a run: host, OS, CPU, Python and library versions, suite commit, command, seeds."""
+"""Provenance of a run: host, OS, CPU, Python and library versions, suite commit, command, seeds.
+
+The ``cpu`` record names the machine's CPU (``model``, ``machine``, ``logical_cpus``) and, where
+/proc and /sys can be read, its ``identity`` (``targets/identity.py``: vendor, family/model/
+stepping, full model name, result-changing ISA features, native dtypes, cache sizes per level,
+cores) and that identity's ``fingerprint``, whatever the target is (a GPU run's host CPU too).
+"""
 from __future__ import annotations
 
 import os
@@ -7,7 +13,10 @@ import socket
 import subprocess
 import sys
 from importlib import metadata
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+if TYPE_CHECKING:
+    from ..targets.spec import CpuIdentity
 
 LIBRARIES = ("pytest-charz", "pytest", "numpy", "scipy", "torch", "cupy-cuda12x", "cupy",
              "nvidia-ml-py", "amdsmi", "numba", "pytest-xdist", "hypothesis")
@@ -72,6 +81,28 @@ def cpu_model(cpuinfo_text: str | None = None) -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_record(identity: "CpuIdentity | None" = None, cpuinfo_text: str | None = None) -> dict[str, Any]:
+    """The provenance's ``cpu`` record: model name, machine, logical CPUs and, with ``identity``
+    (default: this machine's, read from /proc and /sys; left out where they cannot be parsed),
+    its identity document and fingerprint. ``cpuinfo_text`` stands for /proc/cpuinfo's text."""
+    from ..targets.identity import cpu_identity_document
+
+    record: dict[str, Any] = {"model": cpu_model(cpuinfo_text), "machine": platform.machine(),
+                              "logical_cpus": os.cpu_count()}
+    if identity is None:
+        from ..targets.host import read_host_identity
+
+        try:
+            identity = read_host_identity()
+        except (OSError, ValueError):  # an unreadable sysfs cache size: the rest is still recorded
+            identity = None
+    if identity is not None:
+        document = cpu_identity_document(identity)
+        record["identity"] = document
+        record["fingerprint"] = document["fingerprint"]
+    return record
+
+
 def git_state(directory: str) -> dict[str, Any]:
     """Commit and dirtiness of the git work tree holding ``directory`` ({} outside git)."""
 
@@ -90,13 +121,13 @@ def git_state(directory: str) -> dict[str, Any]:
 
 
 def collect(suite_dir: str, command: list[str], seeds: Mapping[str, int], extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The provenance record of a run."""
+    """The provenance record of a run (its ``cpu`` record is :func:`cpu_record`'s)."""
     uname = platform.uname()
     return {
         "host": socket.gethostname(),
         "os": {"system": uname.system, "release": uname.release, "version": uname.version,
                "platform": platform.platform()},
-        "cpu": {"model": cpu_model(), "machine": uname.machine, "logical_cpus": os.cpu_count()},
+        "cpu": cpu_record(),
         "python": {"version": platform.python_version(), "implementation": platform.python_implementation(),
                    "executable": sys.executable},
         "libraries": library_versions(),

@@ -7,14 +7,15 @@ import os
 from ..calibration.file import Calibration, calibrate
 from ..calibration.observations import load_runs
 from ..errors import CharzError
-from ..formats import atomic_write_json
-from ..store import target_key
+from ..formats import atomic_write_json, check_output_file
+from ..records import Run
+from ..store import run_target_key
 
 
-def default_calibration_path(calfile: Calibration, target_kind: str, target_name: str) -> str:
-    """``baselines/<target key>/calibration-<model>.json``, where the plugin's judge looks."""
-    key = target_key(calfile.target, target_kind, target_name)
-    return os.path.join("baselines", key, f"calibration-{calfile.model}.json")
+def default_calibration_path(calfile: Calibration, run: Run) -> str:
+    """``baselines/<target key>/calibration-<model>.json`` of the run's target (the host CPU's key
+    carries its fingerprint), where the plugin's judge looks."""
+    return os.path.join("baselines", run_target_key(run), f"calibration-{calfile.model}.json")
 
 
 def band_lines(calfile: Calibration) -> list[str]:
@@ -28,13 +29,16 @@ def band_lines(calfile: Calibration) -> list[str]:
 
 
 def calibrate_command(args: argparse.Namespace) -> int:
-    """``charz calibrate RUN... [--model M] [--out PATH]``: fit and write the calibration file."""
+    """``charz calibrate RUN... [--model M] [--out PATH]``: fit and write the calibration file
+    (``--out``, when given, is checked to be a file path before any run is read)."""
+    if args.out:
+        check_output_file(args.out, "--out")
     runs = load_runs(list(args.runs))
     calfile = calibrate(runs, model=args.model, target=getattr(args, "target", None),
                         level=getattr(args, "level", 0.9), calibrate_on=getattr(args, "calibrate_on", None),
                         holdout=None if getattr(args, "no_holdout", False) else "alternate")
-    target = next(run.target for run in runs if run.target.id == calfile.target)
-    out = args.out or default_calibration_path(calfile, target.kind, target.name)
+    measured = next(run for run in runs if run.target.id == calfile.target)
+    out = args.out or default_calibration_path(calfile, measured)
     try:
         atomic_write_json(out, calfile.to_json())
     except OSError as exc:

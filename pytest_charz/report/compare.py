@@ -16,7 +16,15 @@ Comparison JSON (version 1)::
                    "winner": target index or null, "margin": best / runner-up advantage or null}],
      "classes": [{"class", "ceilings": [common names], "scores": [geometric-mean advantage over the
                   baseline per target], "winner", "margin"}],
+     "cpus": {"identities": [CPU identity document or null per target], "differs": [[what differs from
+              the baseline's CPU, e.g. "caches"] per target], "same": true when none differs},
      "caveats": [...]}
+
+Two CPU profiles of different CPUs are said to be so first: the first caveats name what differs
+(model name, family/model, features or vector ISA, native dtypes, caches, cores), and a ceiling
+of a dtype native on one CPU only says that its ratio measures the instruction set. A profile's
+CPU identity is its target's ``identity`` (an identity document, ``targets/identity.py``) where
+the profile records one, else what its own figures tell (:func:`profile_identity`).
 
 A ratio is always ``value / baseline value``; an *advantage* turns it so that above 1 is better
 (the ratio for FLOP/s and bandwidth, its inverse for latency, launch, dispatch, wakeup, slowdown).
@@ -24,11 +32,13 @@ A ratio is always ``value / baseline value``; an *advantage* turns it so that ab
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from typing import Any, Mapping, Sequence
 
 from ..formats import COMPARISON
 from ..measure.clock import utc_now_iso
+from ..targets.identity import CACHE_LEVELS, NATIVE_DTYPES, describe_identity, identity_differences, is_native
 
 #: Workload classes and the ceiling names each holds (a prefix ending in ":" or an exact name).
 CLASSES: dict[str, tuple[str, ...]] = {
@@ -42,6 +52,7 @@ _HIGHER = ("flops:", "gemm:", "bandwidth:", "transfer:", "collective:")
 _LOWER = ("latency:", "launch", "dispatch", "wakeup", "slowdown:")
 #: Two figures closer than this (relative) are a tie.
 TIE = 1e-9
+_LANES_ISA = re.compile(r"lanes \(([a-z0-9_]+)\)")
 
 
 def _matches(name: str, pattern: str) -> bool:
@@ -163,6 +174,87 @@ def _versions(profile: Mapping[str, Any]) -> dict[str, Any]:
     return found
 
 
+def _spec_figure(found: Mapping[str, Mapping[str, Any]], name: str) -> Any:
+    return (found.get(name) or {}).get("spec")
+
+
+def profile_identity(profile: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The identity document of a CPU profile's CPU; None for a profile of another kind.
+
+    The target's ``identity`` where the profile records one; else (``source`` "profile figures")
+    what the profile's own figures tell: the target's name and compute units (cores), the spec
+    capacities of its ``capacity:`` ceilings (caches), the vector ISA its fp64/fp32 peaks were
+    derived with, and per dtype measured (bf16, fp16, int8) whether the spec had a native peak
+    for it (known only where the spec had fp32 or fp64 peaks at all).
+    """
+    target = profile.get("target") or {}
+    if target.get("kind") != "cpu":
+        return None
+    if isinstance(target.get("identity"), Mapping):
+        return dict(target["identity"])
+    found = {c["name"]: c for c in profile.get("ceilings") or () if c.get("name")}
+    isa = None
+    for name in ("flops:fp64", "flops:fp32", "gemm:fp64", "gemm:fp32"):
+        match = _LANES_ISA.search(str((found.get(name) or {}).get("spec_source") or ""))
+        if match:
+            isa = match.group(1)
+            break
+    peaks_known = any(_spec_figure(found, f"{kind}:{dt}") for kind in ("flops", "gemm") for dt in ("fp32", "fp64"))
+    native: dict[str, bool] = {}
+    for dtype in NATIVE_DTYPES:
+        measured = [f"{kind}:{dtype}" for kind in ("flops", "gemm") if f"{kind}:{dtype}" in found]
+        if measured and peaks_known:
+            native[dtype] = any(_spec_figure(found, name) for name in measured)
+    caches = {level: int(_spec_figure(found, f"capacity:{level}")) for level in CACHE_LEVELS
+              if _spec_figure(found, f"capacity:{level}")}
+    return {"source": "profile figures", "model_name": target.get("name"), "vendor": None, "family": None,
+            "model": None, "stepping": None, "features": None, "vector_isa": isa, "native_dtypes": None,
+            "native_by_dtype": native, "cache_bytes": caches, "cores": target.get("compute_units"),
+            "logical_cpus": None, "fingerprint": None}
+
+
+def _cpu_section(identities: Sequence[Mapping[str, Any] | None], names: list[str]) -> dict[str, Any]:
+    differs: list[list[str]] = []
+    for identity, name in zip(identities, names):
+        if identities[0] is None or identity is None or identity is identities[0]:
+            differs.append([])
+            continue
+        differs.append([what for what, _ in identity_differences(identities[0], identity, (names[0], name))])
+    return {"identities": list(identities), "differs": differs, "same": not any(differs)}
+
+
+def _cpu_caveats(identities: Sequence[Mapping[str, Any] | None], names: list[str],
+                 rows: list[dict[str, Any]]) -> list[str]:
+    """The caveats said before any other: which profiles are of another CPU than the baseline's
+    and what differs; then each ceiling whose dtype is native on some of those CPUs only."""
+    base = identities[0]
+    caveats: list[str] = []
+    other_cpus: list[int] = []
+    for index, (identity, name) in enumerate(zip(identities, names)):
+        if index == 0 or base is None or identity is None:
+            continue
+        found = identity_differences(base, identity, (names[0], name))
+        if not found:
+            continue
+        caveats.append(f"different CPUs: {name} is not the CPU of {names[0]}; they differ in "
+                       + "; ".join(f"{what}: {detail}" for what, detail in found)
+                       + f". Every ratio and winner between them compares two CPUs, not one CPU's change "
+                       f"({names[0]}: {describe_identity(base)}; {name}: {describe_identity(identity)})")
+        other_cpus.append(index)
+    for row in rows:
+        dtype = row["name"].split(":", 1)[-1]
+        if not row["name"].startswith(("flops:", "gemm:")) or dtype not in NATIVE_DTYPES:
+            continue
+        for index in other_cpus:
+            natives = [is_native(identities[0], dtype), is_native(identities[index], dtype)]
+            if None in natives or natives[0] == natives[1] or row["ratios"][index] is None:
+                continue
+            native, other = (names[0], names[index]) if natives[0] else (names[index], names[0])
+            caveats.append(f"{row['name']}: {dtype} is native on {native} only ({other} converts it), so its "
+                           f"ratio {row['ratios'][index]:.3g}x measures the instruction set, not a like-for-like speed")
+    return caveats
+
+
 def _caveats(profiles: Sequence[Mapping[str, Any]], names: list[str], rows: list[dict[str, Any]]) -> list[str]:
     caveats: list[str] = []
     kinds = [str((p.get("target") or {}).get("kind") or "-") for p in profiles]
@@ -206,10 +298,12 @@ def compare_profiles(profiles: Sequence[Mapping[str, Any]], paths: Sequence[str]
     targets = [{"label": label, "path": path, "id": (p.get("target") or {}).get("id"),
                 "name": (p.get("target") or {}).get("name"), "kind": (p.get("target") or {}).get("kind"),
                 "runs": len(p.get("runs") or ())} for label, path, p in zip(names, paths, profiles)]
+    identities = [profile_identity(p) for p in profiles]
     return {**COMPARISON.stamp(), "created": utc_now_iso(), "baseline": 0, "targets": targets,
             "ceilings": rows, "classes": _class_rows(rows, len(profiles)),
-            "caveats": _caveats(profiles, names, rows)}
+            "cpus": _cpu_section(identities, names),
+            "caveats": _cpu_caveats(identities, names, rows) + _caveats(profiles, names, rows)}
 
 
-__all__ = ["CLASSES", "better_direction", "compare_profiles", "labels", "ratio_interval", "run_values",
-           "workload_class"]
+__all__ = ["CLASSES", "better_direction", "compare_profiles", "labels", "profile_identity", "ratio_interval",
+           "run_values", "workload_class"]

@@ -8,6 +8,10 @@ Peak FLOP/s per dtype = physical cores x SIMD lanes x 2 (FMA) x FMA units per co
 the lanes come from the widest vector ISA in the CPU flags (avx512f: 512-bit, avx2/avx: 256-bit,
 else 128-bit) and the FMA units per core follow :func:`fma_units_per_core`. Matrix engines
 (Intel AMX) use Intel's published per-core rates instead.
+
+The spec's ``identity.cpu`` (:func:`host_identity`) is what tells this CPU from another: vendor,
+family/model/stepping, the full model name, the ISA features that change results, cache sizes per
+level and core counts; its fingerprint (``targets/identity.py``) keys the host's baselines.
 """
 from __future__ import annotations
 
@@ -21,7 +25,9 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from ..errors import UsageError
-from .spec import Compute, Figure, Identity, MemoryLevel, Priors, TargetSpec
+from .cpuinfo import CpuInfo, parse_cpu_list, parse_cpuinfo, parse_int, parse_meminfo, parse_size
+from .identity import native_dtypes, result_features
+from .spec import Compute, CpuIdentity, Figure, Identity, MemoryLevel, Priors, TargetSpec
 
 FMA_UNITS_ENV = "CHARZ_CPU_FMA_UNITS"
 CLOCK_ENV = "CHARZ_CPU_MHZ"
@@ -69,96 +75,6 @@ class HostTexts:
     measured_clock_mhz: float | None = None         # kernels.clock_probe, all cores busy
     measured_vector_clock_mhz: float | None = None  # the same with the FMA pipes kept full
     clock_override_mhz: str = ""              # CHARZ_CPU_MHZ
-
-
-@dataclass(frozen=True)
-class CpuInfo:
-    model_name: str
-    vendor: str                  # "intel", "amd", "arm", or the raw vendor id lower-cased
-    family: int | None
-    model: int | None
-    logical_cpus: int
-    physical_cores: int
-    cores_how: str               # how physical_cores was counted
-    flags: frozenset[str] = field(default_factory=frozenset)
-    max_mhz: float | None = None  # highest 'cpu MHz' over processors
-
-
-def _fields(block: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for line in block.splitlines():
-        key, sep, value = line.partition(":")
-        if sep:
-            out.setdefault(key.strip(), value.strip())
-    return out
-
-
-def _int(text: str | None, base: int = 10) -> int | None:
-    try:
-        return int(text, base) if text is not None else None
-    except ValueError:
-        return None
-
-
-def parse_cpuinfo(text: str, fallback_name: str = "", fallback_cpus: int = 0) -> CpuInfo:
-    """Model, vendor, core counts, ISA flags and clock from a /proc/cpuinfo text."""
-    blocks = [_fields(block) for block in re.split(r"\n\s*\n", text) if block.strip()]
-    processors = [block for block in blocks if "processor" in block]
-    first = processors[0] if processors else (blocks[0] if blocks else {})
-    vendor_id = first.get("vendor_id", "")
-    implementer = first.get("CPU implementer", "")
-    vendor = {"GenuineIntel": "intel", "AuthenticAMD": "amd"}.get(vendor_id, vendor_id.lower())
-    if not vendor and implementer:
-        vendor = "arm" if implementer.lower() == "0x41" else f"implementer {implementer}"
-    name = first.get("model name") or first.get("Hardware") or fallback_name
-    if not name and implementer:
-        name = f"CPU implementer {implementer} part {first.get('CPU part', '?')}"
-    flags = frozenset((first.get("flags") or first.get("Features") or "").split())
-    logical = len(processors) or fallback_cpus or 1
-    pairs = {(p.get("physical id"), p.get("core id")) for p in processors if "core id" in p}
-    if pairs:
-        physical, how = len(pairs), "unique (physical id, core id) pairs in /proc/cpuinfo"
-    else:
-        physical, how = logical, "logical CPUs (no core ids in /proc/cpuinfo)"
-    mhz = [float(p["cpu MHz"]) for p in processors if _is_number(p.get("cpu MHz"))]
-    return CpuInfo(model_name=name or "unknown CPU", vendor=vendor or "unknown",
-                   family=_int(first.get("cpu family")), model=_int(first.get("model")),
-                   logical_cpus=logical, physical_cores=physical, cores_how=how, flags=flags,
-                   max_mhz=max(mhz) if mhz else None)
-
-
-def _is_number(text: str | None) -> bool:
-    try:
-        float(text)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
-def parse_size(text: str) -> int:
-    """Bytes from a sysfs cache size such as ``48K``, ``2048K`` or ``1M``."""
-    match = re.fullmatch(r"\s*(\d+)\s*([KMG]?)i?B?\s*", text, re.IGNORECASE)
-    if not match:
-        raise ValueError(f"not a cache size: {text!r}")
-    scale = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}[match.group(2).upper()]
-    return int(match.group(1)) * scale
-
-
-def parse_cpu_list(text: str) -> list[int]:
-    """CPU numbers from a list such as ``0-3,8,10-11``."""
-    cpus: list[int] = []
-    for part in text.strip().split(","):
-        if not part:
-            continue
-        low, _, high = part.partition("-")
-        cpus.extend(range(int(low), int(high or low) + 1))
-    return cpus
-
-
-def parse_meminfo(text: str) -> int | None:
-    """MemTotal in bytes from a /proc/meminfo text, or None."""
-    match = re.search(r"^MemTotal:\s*(\d+)\s*kB", text, re.MULTILINE)
-    return int(match.group(1)) * 1024 if match else None
 
 
 def simd_width_bits(flags: frozenset[str], machine: str = "") -> tuple[int, str]:
@@ -214,7 +130,7 @@ def _cache_levels(indexes: Sequence[Mapping[str, str]],
                   threads_per_core: int) -> list[MemoryLevel]:
     levels: dict[str, MemoryLevel] = {}
     for index in indexes:
-        level = _int(index.get("level"))
+        level = parse_int(index.get("level"))
         kind = index.get("type", "").strip()
         if level not in (1, 2, 3) or kind == "Instruction" or not index.get("size"):
             continue
@@ -231,8 +147,28 @@ def _cache_levels(indexes: Sequence[Mapping[str, str]],
     return [levels[name] for name in sorted(levels)]
 
 
+def _cpu_identity(info: CpuInfo, caches: Sequence[MemoryLevel]) -> CpuIdentity:
+    features = result_features(info.flags)
+    return CpuIdentity(
+        model_name=info.model_name, vendor=info.vendor, family=info.family, model=info.model,
+        stepping=info.stepping, features=features, native_dtypes=native_dtypes(features),
+        cache_bytes={level.name: int(level.capacity_bytes.value) for level in caches
+                     if level.capacity_bytes is not None},
+        cores=info.physical_cores, logical_cpus=info.logical_cpus)
+
+
+def host_identity(texts: HostTexts) -> CpuIdentity:
+    """The identity of the CPU of recorded texts (pure; the same as ``derive_host_spec(texts)
+    .identity.cpu``): vendor, family/model/stepping, full model name, result-changing features,
+    native dtypes, data cache sizes per level (per instance) and core counts."""
+    info = parse_cpuinfo(texts.cpuinfo, texts.platform_name, texts.cpu_count)
+    threads_per_core = max(1, info.logical_cpus // max(1, info.physical_cores))
+    return _cpu_identity(info, _cache_levels(texts.cache_indexes, threads_per_core))
+
+
 def derive_host_spec(texts: HostTexts, fma_units_override: str | None = None) -> TargetSpec:
-    """The host CPU spec from recorded texts (pure: reads no files, no environment)."""
+    """The host CPU spec from recorded texts (pure: reads no files, no environment); its
+    ``identity.cpu`` is :func:`host_identity` of the same texts."""
     info = parse_cpuinfo(texts.cpuinfo, texts.platform_name, texts.cpu_count)
     width, width_flag = simd_width_bits(info.flags, texts.machine)
     fma_units, fma_rule = fma_units_per_core(info, width, texts.machine, fma_units_override)
@@ -312,6 +248,7 @@ def derive_host_spec(texts: HostTexts, fma_units_override: str | None = None) ->
 
     threads_per_core = max(1, info.logical_cpus // max(1, cores))
     memory = _cache_levels(texts.cache_indexes, threads_per_core)
+    cpu = _cpu_identity(info, memory)
     mem_total = parse_meminfo(texts.meminfo)
     memory.append(MemoryLevel(
         name="dram", label="DRAM", scope="system",
@@ -325,7 +262,7 @@ def derive_host_spec(texts: HostTexts, fma_units_override: str | None = None) ->
                     if info.logical_cpus else {})
     return TargetSpec(
         identity=Identity(id="cpu", name=info.model_name, vendor=info.vendor, kind="cpu",
-                          backend="cpu", aliases=("host",), architecture=isa),
+                          backend="cpu", aliases=("host",), architecture=isa, cpu=cpu),
         compute=Compute(
             units=Figure(float(cores), f"derived: {cores} physical cores ({info.cores_how}); "
                                        f"{info.logical_cpus} logical CPUs"),
@@ -374,6 +311,11 @@ def measure_clocks(texts: HostTexts, fma_units_override: str | None = None) -> H
     except (CharzError, OSError):
         return texts
     return dataclasses.replace(texts, measured_clock_mhz=scalar, measured_vector_clock_mhz=vector)
+
+
+def read_host_identity() -> CpuIdentity:
+    """This machine's CPU identity (reads /proc and /sys only: no clock probe, no build)."""
+    return host_identity(read_host_texts())
 
 
 @functools.lru_cache(maxsize=4)

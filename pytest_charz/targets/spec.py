@@ -21,6 +21,24 @@ class Figure:
 
 
 @dataclass(frozen=True)
+class CpuIdentity:
+    """What tells one CPU from another where results differ: the processor's own identification
+    (vendor, family/model/stepping, full model name), the ISA features that change results, the
+    cache sizes per level and the core count. ``targets/identity.py`` fingerprints it."""
+
+    model_name: str              # the full model name, as /proc/cpuinfo gives it
+    vendor: str                  # "intel", "amd", "arm", ... (as Identity.vendor)
+    family: int | None = None    # cpuid family (x86), "CPU architecture" (Arm)
+    model: int | None = None     # cpuid model (x86), "CPU part" (Arm)
+    stepping: int | None = None  # cpuid stepping (x86), "CPU revision" (Arm)
+    features: tuple[str, ...] = ()       # result-changing ISA flags present, sorted
+    native_dtypes: tuple[str, ...] = ()  # "bf16", "fp16", "int8" computed natively, sorted
+    cache_bytes: Mapping[str, int] = field(default_factory=dict)  # "l1" (data), "l2", "l3": per instance
+    cores: int = 0               # physical cores
+    logical_cpus: int = 0
+
+
+@dataclass(frozen=True)
 class Identity:
     id: str                      # canonical id, also the baseline directory name ("h100-sxm")
     name: str                    # marketing name
@@ -32,6 +50,8 @@ class Identity:
     match_name: tuple[str, ...] = ()
     pci_device_ids: tuple[str, ...] = ()
     architecture: str = ""       # "Hopper", "CDNA3", "Sapphire Rapids"...
+    # The host CPU's identification (None for catalogue targets and specs recorded before it).
+    cpu: CpuIdentity | None = None
 
 
 @dataclass(frozen=True)
@@ -151,6 +171,7 @@ class TargetSpec:
             identity = {**data["identity"]}
             for key in ("aliases", "match_name", "pci_device_ids"):
                 identity[key] = tuple(identity.get(key) or ())
+            identity["cpu"] = _cpu_identity(identity.get("cpu"))
             compute = data["compute"]
             power = data.get("power")
             return cls(
@@ -171,6 +192,24 @@ class TargetSpec:
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise FormatError(f"{source} is malformed: {exc!r}") from exc
+
+
+def _optional_int(raw: Any) -> int | None:
+    return None if raw is None else int(raw)
+
+
+def _cpu_identity(raw: Any) -> CpuIdentity | None:
+    """The CpuIdentity of its JSON; None where absent (specs written before it existed)."""
+    if not raw:
+        return None
+    return CpuIdentity(
+        model_name=str(raw["model_name"]), vendor=str(raw["vendor"]),
+        family=_optional_int(raw.get("family")), model=_optional_int(raw.get("model")),
+        stepping=_optional_int(raw.get("stepping")),
+        features=tuple(str(f) for f in raw.get("features") or ()),
+        native_dtypes=tuple(str(d) for d in raw.get("native_dtypes") or ()),
+        cache_bytes={str(k): int(v) for k, v in (raw.get("cache_bytes") or {}).items()},
+        cores=int(raw.get("cores") or 0), logical_cpus=int(raw.get("logical_cpus") or 0))
 
 
 def _figure(raw: Any) -> Figure | None:
