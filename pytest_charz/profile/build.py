@@ -3,6 +3,10 @@
 The profile reads the case conventions of ``docs/run-format.md`` (``work.op`` and ``work.shape``)
 and turns cases into ceilings, each with its evidence (cases, samples, conditions) and caveats.
 With several runs of one target, a ceiling's value is the median over runs of each run's figure.
+The ceilings are then held to what the hardware can do (:mod:`.sanity`): a multi-thread case
+slower than its one-thread twin, an FMA peak below a GEMM of its dtype, a level faster than a
+nearer one, a rate far below the spec with no cause are flagged with their evidence, kept out of
+the ceiling and named in the bottom line.
 Nothing here measures, prints or plots: ``charz profile`` (:mod:`pytest_charz.report.profile_command`)
 writes and prints what :func:`build_profile` returns.
 
@@ -12,11 +16,14 @@ Profile JSON (version 1)::
      "target": {"id", "name", "kind", "origin", "compute_units"},
      "runs": [{"path", "created", "status", "cases"}],
      "provenance": {"hosts", "os", "cpu", "python", "suite_git", "device", "libraries", "differs"},
-     "bottom_line": [{"name", "value", "unit", "fraction_of_spec", "range", "unstable", "evidence", "caveat"}],
+     "bottom_line": [{"name", "value", "unit", "fraction_of_spec", "range", "unstable", "evidence", "caveat",
+                      "flagged" (flagged ceilings only: their flag rules)}],
      "ceilings": [{"name", "value", "unit", "spec", "spec_source", "fraction_of_spec",
                    "evidence": {"cases", "best_case", "samples", "discarded", "runs", "values",
                                 "by_host" (runs of several hosts: {host: figure}), "conditions": {...}},
                    "caveats": [...],
+                   # flagged by profile/sanity.py only: "flags": [{"rule", "text", evidence...}] and,
+                   # where the rule replaced or dropped the figure, "measured" (the figure itself)
                    # transfer:<kind> also: "bandwidth", "latency_s", "fit": {"r2", "points"}}],
      "curves": {"bandwidth" | "copy" | "latency" | "latency_random" | "stream" | "flops" | "transfer"
                 | "overhead" | "contention": ...},
@@ -35,7 +42,8 @@ from ..records import Run
 from .bottomline import bottom_line
 from .cases import evidence_of, find_ceilings
 from .energy import energy_section
-from .figures import CaseFigures
+from .figures import CaseFigures, SpecView
+from .sanity import check_ceilings
 
 _TRANSFER_MEDIAN_KEYS = ("bandwidth", "latency_s", "bus_bandwidth")
 #: Runs whose figures of one ceiling spread more than this (relative to their median) make it unstable.
@@ -153,6 +161,12 @@ def _combine(name: str, found: list[tuple[int, CaseFigures]], run_count: int, ki
                                "spec_source": first.spec_source,
                                "fraction_of_spec": value / first.spec if value is not None and first.spec else None}
     extra = dict(first.extra)
+    # flags of every run's figure (profile/sanity.py), each with its run when there are several
+    flags = [{**flag, "run": index} if run_count > 1 else dict(flag)
+             for index, figure in found for flag in figure.extra.get("flags") or ()]
+    extra.pop("flags", None)
+    if flags:
+        extra["flags"] = flags
     for key in _TRANSFER_MEDIAN_KEYS:
         if key in extra:
             numbers = [f.extra[key] for _, f in found if f.extra.get(key) is not None]
@@ -220,6 +234,7 @@ def build_profile(runs: Sequence[Run], paths: Sequence[str] | None = None) -> di
         profile_caveats.insert(0, "single run: no run-to-run spread is known")
     hosts = [str(run.provenance.get("host")) for run in runs]
     ceilings = [_combine(name, found, len(runs), kind, hosts) for name, found in by_name.items()]
+    profile_caveats.extend(check_ceilings(ceilings, SpecView(spec), kind))
     # "version" before "kind": the order profile files have always had (and the golden files hold).
     profile: dict[str, Any] = {
         "version": PROFILE.version,

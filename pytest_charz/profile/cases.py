@@ -1,10 +1,11 @@
 """From one run's cases to its ceiling figures, curves and evidence (the profile's reading side).
 
-Each op of the case conventions (``docs/run-format.md``) has a reader here: the best FMA and
-GEMM rates per dtype, STREAM bandwidth beyond the last-level cache, alpha-beta fits of transfers,
-per-op overheads and contention slowdowns. The levels of the bandwidth-vs-working-set and latency
-curves are read in :mod:`.levels`; case accessors, :class:`CaseFigures` and :class:`SpecView` live
-in :mod:`.figures`. Cases are :class:`~pytest_charz.records.CaseRecord`; spec figures come from the
+Each op of the case conventions (``docs/run-format.md``) has a reader here: STREAM bandwidth
+beyond the last-level cache, alpha-beta fits of transfers, per-op overheads and contention
+slowdowns; the best FMA and GEMM rates per dtype are read in :mod:`.compute`. The levels of the
+bandwidth-vs-working-set and latency curves are read in :mod:`.levels`; case accessors,
+:class:`CaseFigures` and :class:`SpecView` live in :mod:`.figures`. A case slower than its twin
+on fewer threads is flagged (:mod:`.sanity`) and no ceiling rests on it. Cases are :class:`~pytest_charz.records.CaseRecord`; spec figures come from the
 run's ``target.spec`` (a :class:`~pytest_charz.targets.spec.TargetSpec`).
 """
 from __future__ import annotations
@@ -20,10 +21,12 @@ from ..records import Run
 from ..units import format_bytes
 from .figures import Case, CaseFigures, SpecView, bytes_per_s, shape, time_s, usable, working_set
 from .blas import annotate_gemm
+from .compute import best_rates, flops_curve
 from .collectives import read_collectives
 from .consensus import check_order, make_curve, read_levels
 from .levels import bandwidth_group, latency_levels, latency_per_load_s, levels, staircase_cases
 from .probe import read_probes
+from .sanity import twin_flags
 
 # STREAM cases count for main-memory bandwidth when their working set exceeds this many LLCs.
 LLC_MULTIPLE = 4
@@ -99,36 +102,14 @@ def evidence_of(cases: Sequence[Case], kind: str) -> tuple[dict[str, Any], list[
 
 
 # -- readers, one per kind of case ----------------------------------------------------------------
-def _best_rates(cases: list[Case], op: str, quantity: str, spec: SpecView) -> list[CaseFigures]:
-    by_dtype: dict[str, list[tuple[float, Case]]] = {}
-    for case in cases:
-        for dtype, flops in case.work.flops.items():
-            by_dtype.setdefault(dtype, []).append((flops / time_s(case), case))
-    out = []
-    for dtype, rated in by_dtype.items():
-        rate, best = max(rated, key=lambda item: item[0])
-        peak, source = spec.flops(dtype, vector=op == "fma")
-        out.append(CaseFigures(f"{quantity}:{dtype}", rate, "FLOP/s", [c for _, c in rated], best.id,
-                               peak, source))
-    return out
-
-
-def _flops_curve(cases: list[Case]) -> dict[str, Any]:
-    points = []
-    for case in cases:
-        moved = case.work.bytes.get("dram")
-        for dtype, flops in case.work.flops.items():
-            points.append({"case": case.id, "op": case.work.op, "dtype": dtype,
-                           "flop_per_s": flops / time_s(case),
-                           "intensity_flop_per_byte": flops / moved if moved else None, "shape": dict(shape(case))})
-    return {"points": points}
-
-
 def _stream(cases: list[Case], spec: SpecView) -> tuple[list[CaseFigures], dict[str, Any]]:
     llc = spec.llc_bytes()
-    threads = max(int(shape(c).get("threads") or 1) for c in cases)
-    all_threads = [c for c in cases if int(shape(c).get("threads") or 1) == threads]
-    notes: list[str] = []
+    # a case slower than its twin on fewer threads counts for nothing (profile/sanity.py)
+    flagged = twin_flags(cases, bytes_per_s, "B/s")
+    pool = [c for c in cases if c.id not in flagged] or cases
+    threads = max(int(shape(c).get("threads") or 1) for c in pool)
+    all_threads = [c for c in pool if int(shape(c).get("threads") or 1) == threads]
+    notes: list[str] = [flag["text"] for flag in flagged.values()]
     if llc is None:
         eligible = all_threads
         notes.append("last-level cache capacity unknown: every working set counted")
@@ -141,6 +122,8 @@ def _stream(cases: list[Case], spec: SpecView) -> tuple[list[CaseFigures], dict[
     best = max(eligible, key=bytes_per_s)
     peak, source = spec.level("dram", "bandwidth_bytes_per_s")
     figure = CaseFigures("bandwidth:dram", bytes_per_s(best), "B/s", eligible, best.id, peak, source, notes)
+    if flagged:
+        figure.extra["flags"] = list(flagged.values())
     eligible_ids = {id(c) for c in eligible}
     points = [{"case": c.id, "kernel": shape(c).get("kernel"), "threads": shape(c).get("threads"),
                "working_set_bytes": working_set(c), "bytes_per_s": bytes_per_s(c), "counted": id(c) in eligible_ids}
@@ -306,6 +289,9 @@ def _memory_levels(by_op: dict[str, list[Case]], spec: SpecView, curves: dict[st
         if not swept:
             continue
         group, threads = bandwidth_group(swept)
+        # more threads over one working set never read slower (the levels keep their median)
+        notes.extend(f"{op} curve: {flag['text']}" for flag in twin_flags(
+            swept, bytes_per_s, "B/s", consequence="the level figures keep it in their medians").values())
         note = "" if op == "read" else " (copy cases)"
         found, caps, curve = levels(group, bytes_per_s, "bandwidth", "B/s", "bandwidth_bytes_per_s", 1.0, spec, note,
                                     threads)
@@ -372,10 +358,10 @@ def find_ceilings(run: Run) -> tuple[list[CaseFigures], dict[str, Any], list[str
         notes.append(f"cases of ops the profile does not read: {', '.join(unknown)}")
     for op, quantity in (("fma", "flops"), ("gemm", "gemm")):
         if by_op.get(op):
-            figures.extend(_best_rates(by_op[op], op, quantity, spec))
+            figures.extend(best_rates(by_op[op], op, quantity, spec))
     annotate_gemm(figures, run, spec)
     if by_op.get("fma") or by_op.get("gemm"):
-        curves["flops"] = _flops_curve(by_op.get("fma", []) + by_op.get("gemm", []))
+        curves["flops"] = flops_curve(by_op.get("fma", []) + by_op.get("gemm", []))
     if by_op.get("stream"):
         found, curves["stream"] = _stream(by_op["stream"], spec)
         figures.extend(found)

@@ -159,7 +159,8 @@ def summary_lines(profile: Mapping[str, Any]) -> list[str]:
 
 
 def bottom_line_rows(profile: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """Headers and rows of the bottom line: the figures to act on, evidence and first caveat."""
+    """Headers and rows of the bottom line: the figures to act on, evidence and first caveat; a
+    flagged figure (profile/sanity.py) says so after its name, with its rules."""
     rows = []
     for row in profile.get("bottom_line") or ():
         unit = row.get("unit") or ""
@@ -167,7 +168,8 @@ def bottom_line_rows(profile: Mapping[str, Any]) -> tuple[list[str], list[list[s
         if row.get("range"):
             value += f" (runs: {format_value(row['range'][0], unit)} .. {format_value(row['range'][1], unit)})"
         fraction = row.get("fraction_of_spec")
-        rows.append([row["name"] + (" (unstable)" if row.get("unstable") else ""), value,
+        flagged = f" (flagged: {', '.join(row['flagged'])})" if row.get("flagged") else ""
+        rows.append([row["name"] + (" (unstable)" if row.get("unstable") else "") + flagged, value,
                      f"{100 * fraction:.0f}%" if fraction is not None else "-", row.get("evidence") or "-",
                      row.get("caveat") or "-"])
     return ["figure", "value", "% of spec", "evidence", "caveat"], rows
