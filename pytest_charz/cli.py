@@ -5,7 +5,7 @@ import argparse
 import sys
 from typing import Sequence
 
-from .errors import CharzError
+from .errors import CharzError, run_command
 from .models.registry import DEFAULT_MODEL
 
 
@@ -177,13 +177,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``charz`` with ``argv`` (default: the process's arguments) and return its exit status.
+
+    A bad option exits 2 through argparse; everything else goes through
+    :func:`pytest_charz.errors.run_command`, the one mapping of errors to statuses: a usage or
+    file error is one ``charz: error:`` line and 2, Ctrl-C ``charz: interrupted`` and 130, a
+    reader closing the pipe (``charz sim ... | head``) a quiet 141.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except CharzError as exc:
-        print(f"charz: error: {exc}", file=sys.stderr)
-        return 2
+    return run_command("charz", lambda: args.func(args))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ between the memories of two NUMA nodes of the host.
 """
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -27,7 +29,18 @@ TRANSFER_KINDS = ("h2d", "d2h", "d2d", "peer", "host", "numa")
 #: keys of the collective ceilings and what the distributed cases run.
 COLLECTIVE_OPS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast", "p2p")
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_real(value: Any) -> bool:
+    """A real number of any numeric type (NumPy's included), not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
 def _as_amounts(name: str, value: Any, default_key: str, allowed: tuple[str, ...] | None) -> dict[str, float]:
+    """``value`` (a number, a mapping or None) as amounts by key; UsageError naming the field and key
+    for an unknown key or an amount that is not a finite number >= 0 (NaN, infinity, negative)."""
     if value is None:
         return {}
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -38,22 +51,42 @@ def _as_amounts(name: str, value: Any, default_key: str, allowed: tuple[str, ...
     for key, amount in value.items():
         if allowed is not None and key not in allowed:
             raise UsageError(f"Work.{name} key {key!r} is not one of {', '.join(allowed)}")
-        if not isinstance(amount, (int, float)) or isinstance(amount, bool) or amount < 0:
-            raise UsageError(f"Work.{name}[{key!r}] must be a non-negative number, got {amount!r}")
+        if not _is_number(amount) or not math.isfinite(amount) or amount < 0:
+            raise UsageError(f"Work.{name}[{key!r}] must be a finite non-negative number, got {amount!r}")
         if amount:
             out[str(key)] = float(amount)
     return out
 
+
+def _check_shape(shape: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``shape`` as a dict; UsageError naming the size that is a number but not a finite one."""
+    sizes = dict(shape or {})
+    for key, size in sizes.items():
+        if _is_number(size) and not math.isfinite(size):
+            raise UsageError(f"Work.shape[{key!r}] must be a finite number, got {size!r}")
+    return sizes
+
+
 @dataclass(frozen=True)
 class Collective:
-    """One collective or point-to-point message: ``op`` over ``ranks`` ranks, ``bytes`` per rank."""
+    """One collective or point-to-point message: ``op`` over ``ranks`` ranks, ``bytes`` per rank.
+
+    UsageError for bytes that are not a finite number >= 0, or ranks that are not a whole number >= 1."""
 
     op: str
     bytes: float
     ranks: int
 
+    def __post_init__(self) -> None:
+        if not _is_real(self.bytes) or not math.isfinite(self.bytes) or self.bytes < 0:
+            raise UsageError(f"Collective {self.op!r}: bytes must be a finite non-negative number, got {self.bytes!r}")
+        if not _is_real(self.ranks) or not math.isfinite(self.ranks) or self.ranks < 1 \
+                or self.ranks != int(self.ranks):
+            raise UsageError(f"Collective {self.op!r}: ranks must be a whole number >= 1, got {self.ranks!r}")
+
     def to_json(self) -> dict[str, Any]:
         return {"op": self.op, "bytes": self.bytes, "ranks": self.ranks}
+
 
 @dataclass(frozen=True, init=False)
 class Work:
@@ -62,6 +95,9 @@ class Work:
     ``flops`` and ``bytes`` accept a number (FLOPs of ``dtype``; bytes moved to/from ``dram``) or
     a mapping by dtype / memory level. ``op`` names the op class (``gemm``, ``fma``, ``stream``,
     ``chase``, ``copy``, ``launch``, ...) and ``shape`` its sizes, for models that care.
+
+    Every amount is checked where it enters: a negative, NaN or infinite FLOP count, byte count,
+    transfer or size is a UsageError naming the field and key, never a silently wrong prediction.
     """
 
     flops: Mapping[str, float]
@@ -98,7 +134,7 @@ class Work:
         object.__setattr__(self, "launches", launches)
         object.__setattr__(self, "collectives", tuple(collectives))
         object.__setattr__(self, "op", op)
-        object.__setattr__(self, "shape", dict(shape or {}))
+        object.__setattr__(self, "shape", _check_shape(shape))
         # Dependent memory accesses (pointer chase): latency-bound work counted in loads.
         object.__setattr__(self, "accesses", accesses)
 

@@ -122,13 +122,29 @@ def counters_from_ncu(kernels: Sequence[Mapping[str, object]],
     return CounterReading(values, missing, "ncu", len(kernels), "kernel", notes)
 
 
+PROG = "python -m pytest_charz.evidence.ncu"
+
+
+def command_main(argv: Sequence[str] | None = None) -> int:
+    """What ``python -m`` runs: :func:`main`, with a usage error (the tool not installed,
+    ``--out`` a directory) as one ``error:`` line and exit status 2, and Ctrl-C as 130
+    (:func:`pytest_charz.errors.run_command`), never a traceback."""
+    from ..errors import run_command
+
+    return run_command(PROG, lambda: main(argv))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m pytest_charz.evidence.ncu NODEID --out FILE``: one case under ncu."""
-    from ..formats import atomic_write_json
+    """``python -m pytest_charz.evidence.ncu NODEID --out FILE``: one case under ncu.
+
+    Returns 0 when the tool ran and gave counters, 1 when it did not; UsageError when the tool
+    is not installed or ``--out`` cannot be written (:func:`command_main` prints it).
+    """
+    from ..formats import atomic_write_json, check_output_file
     from .rerun import pytest_case_argv
     from .subprocess_run import find_tool, run_tool
 
-    parser = argparse.ArgumentParser(prog="python -m pytest_charz.evidence.ncu",
+    parser = argparse.ArgumentParser(prog=PROG,
                                      description="re-run one case under Nsight Compute and record its counters")
     parser.add_argument("nodeid")
     parser.add_argument("--out", required=True, help="where the charz-counters JSON goes")
@@ -137,6 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--launch-count", type=int, default=20)
     parser.add_argument("--timeout", type=float, default=300.0)
     args = parser.parse_args(argv)
+    check_output_file(args.out, "--out")
     ncu = find_tool("ncu", "install Nsight Compute (it ships with the CUDA toolkit)")
     with tempfile.TemporaryDirectory() as scratch:
         log = os.path.join(scratch, "ncu.csv")
@@ -154,4 +171,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command_main())

@@ -87,19 +87,36 @@ def find_counter_file(output_dir: str, output_name: str = OUTPUT_NAME) -> str | 
     return found[0] if found else None
 
 
+PROG = "python -m pytest_charz.evidence.rocprof"
+
+
+def command_main(argv: Sequence[str] | None = None) -> int:
+    """What ``python -m`` runs: :func:`main`, with a usage error (the tool not installed,
+    ``--out`` a directory) as one ``error:`` line and exit status 2, and Ctrl-C as 130
+    (:func:`pytest_charz.errors.run_command`), never a traceback."""
+    from ..errors import run_command
+
+    return run_command(PROG, lambda: main(argv))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m pytest_charz.evidence.rocprof NODEID --out FILE``: one case under rocprofv3."""
-    from ..formats import atomic_write_json
+    """``python -m pytest_charz.evidence.rocprof NODEID --out FILE``: one case under rocprofv3.
+
+    Returns 0 when the tool ran and gave counters, 1 when it did not; UsageError when the tool
+    is not installed or ``--out`` cannot be written (:func:`command_main` prints it).
+    """
+    from ..formats import atomic_write_json, check_output_file
     from .rerun import pytest_case_argv
     from .subprocess_run import find_tool, run_tool
 
-    parser = argparse.ArgumentParser(prog="python -m pytest_charz.evidence.rocprof",
+    parser = argparse.ArgumentParser(prog=PROG,
                                      description="re-run one case under rocprofv3 and record its counters")
     parser.add_argument("nodeid")
     parser.add_argument("--out", required=True)
     parser.add_argument("--target", default=None)
     parser.add_argument("--timeout", type=float, default=300.0)
     args = parser.parse_args(argv)
+    check_output_file(args.out, "--out")
     rocprof = find_tool("rocprofv3", "install ROCm's rocprofiler-sdk (/opt/rocm/bin)")
     with tempfile.TemporaryDirectory() as scratch:
         command = pytest_case_argv(args.nodeid, os.path.join(scratch, "run.json"), target=args.target)
@@ -114,4 +131,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command_main())

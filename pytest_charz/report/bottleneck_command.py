@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
-import json
 import sys
 from typing import Any, Mapping
 
@@ -62,19 +61,21 @@ def build_document(run_path: str, profile_path: str | None = None, pattern: str 
 
 
 def bottleneck_command(args: Any) -> int:
-    """Print (or write to ``--out``) the run's bottlenecks in ``--format``; returns 0."""
-    from ..formats import atomic_write_json, atomic_write_text
+    """Print (or write to ``--out``) the run's bottlenecks in ``--format``; returns 0. ``--out``
+    is checked (a file path, not a directory) before the run is read."""
+    from ..formats import atomic_write_json, atomic_write_text, check_output_file, dumps_json
     from .bottleneck_report import render_markdown, render_text
 
+    out = getattr(args, "out", None)
+    if out:
+        check_output_file(out, "-o/--out")
     document = build_document(args.run, getattr(args, "profile", None), getattr(args, "case", None))
     form = getattr(args, "format", "text") or "text"
-    out = getattr(args, "out", None)
     if form == "json":
         if out:
             atomic_write_json(out, document)
         else:
-            json.dump(document, sys.stdout, indent=1)
-            sys.stdout.write("\n")
+            sys.stdout.write(dumps_json(document, "charz bottleneck --format json") + "\n")
     else:
         text = render_markdown(document) if form == "md" else render_text(document)
         if out:

@@ -169,7 +169,14 @@ def render_html(comparison: Mapping[str, Any], profiles: Sequence[Mapping[str, A
 
 def compare_paths(out_dir: str | None, name: str | None, first: str) -> dict[str, str]:
     """Where ``charz compare`` writes: ``<out_dir>/<name>.{json,md,html}`` (defaults: the first
-    profile's directory and ``comparison``)."""
+    profile's directory and ``comparison``). UsageError for an ``out_dir`` that is a file, or a
+    ``name`` with a directory part or ``..``: what is written stays inside the directory given."""
+    from ..formats import check_file_name, check_output_directory
+
+    if out_dir is not None:
+        check_output_directory(out_dir, "-o/--out-dir")
+    if name is not None:
+        check_file_name(name, "--name")
     base = os.path.join(out_dir or os.path.dirname(os.path.abspath(first)), name or "comparison")
     return {"json": base + ".json", "md": base + ".md", "html": base + ".html"}
 
@@ -186,9 +193,9 @@ def compare_command(args: Any) -> int:
     paths = list(args.profiles)
     if len(paths) < 2:
         raise CharzError("charz compare needs at least two profiles")
+    out = compare_paths(getattr(args, "out_dir", None), getattr(args, "name", None), paths[0])
     profiles = [load_profile(path) for path in paths]
     comparison = compare_profiles(profiles, paths)
-    out = compare_paths(getattr(args, "out_dir", None), getattr(args, "name", None), paths[0])
     atomic_write_json(out["json"], comparison)
     atomic_write_text(out["md"], render_markdown(comparison))
     written = [out["json"], out["md"]]
@@ -199,6 +206,10 @@ def compare_command(args: Any) -> int:
         print(f"charz: HTML comparison not written: {exc}", file=sys.stderr)
     names = [t["label"] for t in comparison["targets"]]
     print(f"comparison of {len(profiles)} profiles, baseline {names[0]}")
+    # that the profiles are of different CPUs comes before any ratio between them
+    for caveat in comparison["caveats"]:
+        if caveat.startswith("different CPUs"):
+            print(f"caveat: {caveat}")
     headers, rows = comparison_rows(comparison)
     print(render_table(headers, rows, markdown=False))
     headers, rows = class_rows(comparison)

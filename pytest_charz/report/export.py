@@ -177,8 +177,11 @@ def pytest_benchmark_document(run: Run) -> dict[str, Any]:
 
 
 def pytest_benchmark_text(document: Mapping[str, Any]) -> str:
-    """The document as JSON text; a non-finite number is an error rather than a NaN token."""
-    return json.dumps(document, indent=4, allow_nan=False) + "\n"
+    """The document as JSON text; a non-finite number is a FormatError naming its key rather than
+    a NaN token (:func:`pytest_charz.formats.dumps_json`)."""
+    from ..formats import dumps_json
+
+    return dumps_json(document, "the pytest-benchmark document", indent=4) + "\n"
 
 
 # -- rows (CSV, Parquet) --------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from typing import Any
 
 from .export import FORMATS
@@ -15,9 +16,12 @@ from .export import FORMATS
 
 def export_path(run_path: str, fmt: str, out: str | None) -> str:
     """Where ``charz export`` writes: ``out``, else next to the run with the format's suffix
-    (``run.json`` -> ``run.benchmark.json``, ``run.cases.csv``, ``run.cases.parquet``)."""
+    (``run.json`` -> ``run.benchmark.json``, ``run.cases.csv``, ``run.cases.parquet``).
+    UsageError for an ``out`` that is a directory (or under a file)."""
+    from ..formats import check_output_file
+
     if out:
-        return out
+        return check_output_file(out, "-o/--out")
     stem = run_path
     for suffix in (".partial.jsonl", ".json.gz", ".json"):
         if stem.endswith(suffix):
@@ -28,21 +32,30 @@ def export_path(run_path: str, fmt: str, out: str | None) -> str:
 
 def _write_parquet(path: str, rows: list[dict[str, Any]], columns: list[str]) -> None:
     """The rows as a Parquet file (extra ``export``: pandas and pyarrow), written to a temporary
-    file beside ``path`` and renamed, so a reader never sees half a file."""
-    from ..errors import require_extra
+    file beside ``path`` and renamed, so a reader never sees half a file and a failed write leaves
+    nothing behind; UsageError when ``path`` cannot be written."""
+    from ..errors import UsageError, require_extra
+    from ..formats import check_output_file
 
     pandas = require_extra("pandas", "export")
     require_extra("pyarrow", "export")
     frame = pandas.DataFrame(rows, columns=columns)
+    check_output_file(path, "-o/--out")
     directory = os.path.dirname(os.path.abspath(path)) or "."
-    os.makedirs(directory, exist_ok=True)
-    tmp = f"{path}.tmp"
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".parquet", dir=directory)
+        os.close(fd)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path!r}: {exc.strerror or exc}") from None
     try:
         frame.to_parquet(tmp, engine="pyarrow", index=False)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise UsageError(f"cannot write {path!r}: {exc.strerror or exc}") from None
         raise
 
 
@@ -67,8 +80,8 @@ def export_command(args: Any) -> int:
     fmt = args.format
     if fmt not in FORMATS:
         raise UsageError(f"export format must be one of {', '.join(FORMATS)}; got {fmt!r}")
-    run = load_run(args.run)
     path = export_path(args.run, fmt, getattr(args, "out", None))
+    run = load_run(args.run)
     if fmt == "pytest-benchmark":
         # Not a charz document (no kind/version of ours): written as plain text, atomically.
         document = pytest_benchmark_document(run)

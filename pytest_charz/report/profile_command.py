@@ -14,13 +14,22 @@ from typing import Any, Sequence
 def profile_paths(run_paths: Sequence[str], out_dir: str | None, name: str | None) -> dict[str, str]:
     """Where ``charz profile`` writes: ``<out_dir>/<name>.{json,md,html}``.
 
-    Defaults: the first run's directory, and the first run's file stem plus ``.profile``.
+    Defaults: the first run's directory, and the first run's file stem plus ``.profile``
+    (``run.json``, ``run.json.gz`` and ``run.json.partial.jsonl`` all give ``run.profile``).
+    UsageError for an ``out_dir`` that is a file, or a ``name`` with a directory part or ``..``:
+    what is written stays inside the directory given.
     """
+    from ..formats import check_file_name, check_output_directory
+
+    if out_dir is not None:
+        check_output_directory(out_dir, "-o/--out-dir")
+    if name is not None:
+        check_file_name(name, "--name")
     first = run_paths[0]
     directory = out_dir or os.path.dirname(os.path.abspath(first))
     if name is None:
         stem = os.path.basename(first)
-        for suffix in (".partial.jsonl", ".json"):
+        for suffix in (".json.partial.jsonl", ".partial.jsonl", ".json.gz", ".json"):
             if stem.endswith(suffix):
                 stem = stem[: -len(suffix)]
                 break
@@ -34,7 +43,8 @@ def profile_command(args: Any) -> int:
 
     ``args`` has ``runs`` (paths), ``out_dir`` and ``name`` (either may be None). The HTML needs
     matplotlib (extra ``report``); without it JSON and Markdown are still written and the
-    command says why the HTML is missing. Returns the exit status (0).
+    command says why the HTML is missing. Returns the exit status (0). The output directory and
+    name are checked before any run is read (:func:`profile_paths`).
     """
     from ..errors import MissingExtraError
     from ..formats import atomic_write_json, atomic_write_text
@@ -43,9 +53,9 @@ def profile_command(args: Any) -> int:
     from .markdown import ceiling_rows, render_markdown, render_table
 
     run_paths = list(args.runs)
+    paths = profile_paths(run_paths, getattr(args, "out_dir", None), getattr(args, "name", None))
     runs = [load_run(path) for path in run_paths]
     profile = build_profile(runs, run_paths)
-    paths = profile_paths(run_paths, getattr(args, "out_dir", None), getattr(args, "name", None))
     atomic_write_json(paths["json"], profile)
     atomic_write_text(paths["md"], render_markdown(profile))
     written = [paths["json"], paths["md"]]

@@ -56,8 +56,10 @@ def render_published_markdown(scored: Sequence[ScoredRow]) -> str:
 
 
 def write_published_report(out_dir: str) -> str:
-    """Score the packaged table, write ``published.md`` in ``out_dir`` and return the summary line."""
+    """Score the packaged table, write ``published.md`` in ``out_dir`` (atomically) and return the
+    summary line."""
+    from ..formats import atomic_write_text
+
     scored = score_rows()
-    with open(os.path.join(out_dir, "published.md"), "w", encoding="utf-8") as handle:
-        handle.write(render_published_markdown(scored))
+    atomic_write_text(os.path.join(out_dir, "published.md"), render_published_markdown(scored))
     return summary_line(scored)

@@ -11,12 +11,12 @@ profile or calibration of another target is a usage error, never a mislabelled r
 """
 from __future__ import annotations
 
-import json
-from typing import Any, Callable
+import math
+from typing import Any, Callable, Mapping
 
 from ..errors import UsageError
 from ..units import format_bandwidth, format_time
-from .workload_command import graph_from_args
+from .workload_command import check_host_dispatch_us, graph_from_args
 
 
 def add_sim_options(parser: Any) -> None:
@@ -36,17 +36,49 @@ def add_sim_options(parser: Any) -> None:
 
 
 def parse_settings(pairs: list[str]) -> dict[str, float]:
-    """``["name=value", ...]`` as a mapping of floats; UsageError naming a malformed pair."""
+    """``["name=value", ...]`` as a mapping of floats, each checked against its parameter
+    (:func:`pytest_charz.sim.parameters.check_parameter_value`: NaN and infinity are refused);
+    UsageError naming the malformed pair or the parameter."""
+    from ..sim.parameters import check_parameter_value
+
     values: dict[str, float] = {}
     for pair in pairs:
         name, sep, raw = pair.partition("=")
         try:
             if not sep:
                 raise ValueError
-            values[name.strip()] = float(raw)
+            number = float(raw)
         except ValueError:
             raise UsageError(f"--set takes NAME=NUMBER, got {pair!r}") from None
+        try:
+            values[name.strip()] = check_parameter_value(name.strip(), number)
+        except UsageError as exc:
+            raise UsageError(f"--set {pair}: {exc}") from None
     return values
+
+
+def figures_given(settings: Mapping[str, float], host_dispatch_us: float | None) -> list[str]:
+    """The what-if figures of the command line as the user wrote them (``--set NAME=VALUE``,
+    ``--host-dispatch-us US``), to name in an error about what they produced."""
+    given = [f"--set {name}={value:g}" for name, value in settings.items()]
+    if host_dispatch_us is not None:
+        given.append(f"--host-dispatch-us {host_dispatch_us:g}")
+    return given
+
+
+def check_finite_result(result: Any, given: list[str]) -> None:
+    """UsageError unless the simulated latency is finite and the energy finite or unknown (NaN):
+    a figure given far outside any machine's (``--set l2_bandwidth=1e-300``) overflows the
+    simulator, and an infinite latency is no answer. The error names the figures ``given``."""
+    bad = [(what, value) for what, value in (("latency", result.latency_s), ("energy", result.energy_j))
+           if math.isinf(value) or (what == "latency" and math.isnan(value))]
+    if not bad:
+        return
+    what, value = bad[0]
+    raise UsageError(f"the simulated {what} is {value}, not a figure: "
+                     + (f"the figures given ({', '.join(given)}) are beyond what the simulator can compute "
+                        "with; give figures of the order of a real machine's" if given
+                        else "the target's figures are beyond what the simulator can compute with"))
 
 
 def machine_from_args(args: Any) -> Any:
@@ -56,12 +88,13 @@ def machine_from_args(args: Any) -> Any:
     from ..sim import Machine
     from ..targets.catalogue import resolve
 
+    settings = parse_settings(args.set)
     spec = resolve(args.target)
     profile = read_profile(args.profile) if args.profile else None
     predictor = load_predictor(spec, getattr(args, "model", None), profile, getattr(args, "calibration", None))
     machine = Machine.from_profile(profile, spec, predictor) if profile is not None \
         else Machine.from_spec(spec, predictor)
-    return machine.with_params(parse_settings(args.set))
+    return machine.with_params(settings)
 
 
 def result_lines(result: Any) -> list[str]:
@@ -94,25 +127,36 @@ def result_lines(result: Any) -> list[str]:
 
 def sim_command(args: Any, emit: Callable[[str], None] = print) -> int:
     """Simulate the graph ``args`` ask for; print the summary (or JSON with ``--json``) and
-    write the trace when ``--trace`` is given. Exit status 0."""
-    from ..formats import atomic_write_json
+    write the trace when ``--trace`` is given. Exit status 0.
+
+    Every figure is checked before anything is simulated (``--set``, ``--host-dispatch-us``:
+    finite, in range; ``--trace``: a file path, not a directory), and a result that is not a
+    finite figure is a UsageError naming what was given, never ``inf`` or ``NaN`` printed."""
+    from ..formats import atomic_write_json, check_output_file, dumps_json
     from ..sim import SimOptions, simulate_graph
     from ..sim.defaults import LAUNCH_QUEUE_DEPTH
 
+    check_host_dispatch_us(args.host_dispatch_us)
+    if args.trace:
+        check_output_file(args.trace, "--trace")
     graph = graph_from_args(args)
     machine = machine_from_args(args)
-    if args.host_dispatch_us is not None and args.host_dispatch_us < 0:
-        raise UsageError(f"--host-dispatch-us must be >= 0, got {args.host_dispatch_us}")
     options = SimOptions(graph_replay=args.graph_replay,
                          launch_queue_depth=args.queue_depth if args.queue_depth is not None else LAUNCH_QUEUE_DEPTH,
                          trace=args.trace is not None,
                          host_dispatch_s=None if args.host_dispatch_us is None else args.host_dispatch_us * 1e-6)
-    result = simulate_graph(graph, machine, options)
+    given = figures_given(parse_settings(args.set), args.host_dispatch_us)
+    try:
+        result = simulate_graph(graph, machine, options)
+    except UsageError as exc:
+        # An op priced out of range names the record, not the figure that put it there.
+        raise UsageError(f"{exc} (what-if figures given: {', '.join(given)})" if given else str(exc)) from None
+    check_finite_result(result, given)
     if args.trace:
         atomic_write_json(args.trace, {"kind": "charz-sim-trace", "version": 1, "displayTimeUnit": "ns",
                                        "traceEvents": result.trace_events()})
     if args.json:
-        emit(json.dumps({**result.to_json(), "ops": []} if not args.all_ops else result.to_json(), indent=1))
+        emit(dumps_json({**result.to_json(), "ops": []} if not args.all_ops else result.to_json(), "charz sim --json"))
         return 0
     for line in result_lines(result):
         emit(line)

@@ -6,7 +6,7 @@ import os
 
 from ..validation.models import validate
 from ..errors import CharzError, MissingExtraError
-from ..formats import atomic_write_json
+from ..formats import atomic_write_json, atomic_write_text, check_output_directory
 from .markdown import render_table
 from .published_report import write_published_report
 from .validation import render_html, render_markdown, summary_rows, workload_rows
@@ -18,21 +18,23 @@ def model_names(option: str | None) -> list[str] | None:
 
 
 def validate_command(args: argparse.Namespace) -> int:
-    """``charz validate RUN... [-o DIR] [--models A,B] [--calibrate-on GLOB]``."""
+    """``charz validate RUN... [-o DIR] [--models A,B] [--calibrate-on GLOB]``: the output
+    directory is checked (a directory, or one that can be made) before any run is read; every
+    file is written atomically."""
+    if args.out_dir:
+        check_output_directory(args.out_dir, "-o/--out-dir")
     report = validate(list(args.runs), models=model_names(args.models), calibrate_on=args.calibrate_on).to_json()
     out_dir = args.out_dir or os.path.dirname(os.path.abspath(args.runs[0]))
     try:
         os.makedirs(out_dir, exist_ok=True)
         atomic_write_json(os.path.join(out_dir, "validation.json"), report)
-        with open(os.path.join(out_dir, "validation.md"), "w", encoding="utf-8") as handle:
-            handle.write(render_markdown(report))
+        atomic_write_text(os.path.join(out_dir, "validation.md"), render_markdown(report))
         try:
             page = render_html(report)
         except MissingExtraError as exc:
             page = render_html(report, plots=False)
             print(f"charz: plots left out of validation.html: {exc}")
-        with open(os.path.join(out_dir, "validation.html"), "w", encoding="utf-8") as handle:
-            handle.write(page)
+        atomic_write_text(os.path.join(out_dir, "validation.html"), page)
         published = write_published_report(out_dir)   # the published-measurements section
     except OSError as exc:
         raise CharzError(f"cannot write the validation report in {out_dir!r}: {exc}") from exc

@@ -10,7 +10,7 @@ collapses repeated layers into one row per op name pattern (``layers.*.mlp.up_pr
 """
 from __future__ import annotations
 
-import json
+import math
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
@@ -50,6 +50,13 @@ def add_graph_options(parser: Any) -> None:
     parser.add_argument("--num-layers", type=int, default=None, help="build only this many layers")
     parser.add_argument("--all-ops", action="store_true", help="one row per op, never collapse layers")
     parser.add_argument("--json", action="store_true", help="print the JSON document instead of tables")
+
+
+def check_host_dispatch_us(value: float | None) -> float | None:
+    """``--host-dispatch-us`` if it is absent or a finite number >= 0; UsageError otherwise."""
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise UsageError(f"--host-dispatch-us must be a finite number of microseconds >= 0, got {value}")
+    return value
 
 
 def check_positive_count(name: str, value: int | None) -> int | None:
@@ -228,21 +235,22 @@ def workload_command(args: Any) -> int:
     action = args.action
     if action == "list":
         return list_models(print)
+    from ..formats import dumps_json
+
     graph = graph_from_args(args)
     if action == "show":
         if args.json:
-            print(json.dumps(graph.to_json(), indent=1))
+            print(dumps_json(graph.to_json(), "charz workload show --json"))
             return 0
         return show_graph(graph, args.all_ops, print)
     from ..workloads.predict import predict_graph
 
-    if args.host_dispatch_us is not None and args.host_dispatch_us < 0:
-        raise UsageError(f"--host-dispatch-us must be >= 0, got {args.host_dispatch_us}")
+    check_host_dispatch_us(args.host_dispatch_us)
     result = predict_graph(graph, target=args.target, model=args.model, profile=args.profile,
                            calibration=getattr(args, "calibration", None),
                            host_dispatch_s=None if args.host_dispatch_us is None else args.host_dispatch_us * 1e-6)
     if args.json:
-        print(json.dumps(result.to_json(), indent=1))
+        print(dumps_json(result.to_json(), "charz workload predict --json"))
         return 0
     for line in prediction_lines(result, args.all_ops):
         print(line)

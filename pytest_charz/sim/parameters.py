@@ -6,6 +6,7 @@ reports use them as column names.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -51,19 +52,20 @@ PARAMETERS: Mapping[str, Parameter] = {parameter.name: parameter for parameter i
 
 
 def check_parameter_value(name: str, value: object) -> float:
-    """``value`` as a float if it is valid for parameter ``name``; UsageError otherwise."""
+    """``value`` as a float if it is valid for parameter ``name``: a finite number (never NaN or
+    infinity) within the parameter's ``minimum``; UsageError naming the parameter otherwise."""
     if name not in PARAMETERS:
         raise UsageError(f"unknown machine parameter {name!r}; known: {', '.join(PARAMETERS)}")
     parameter = PARAMETERS[name]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
         raise UsageError(f"parameter {name} must be a number ({parameter.unit}), got {value!r}")
     number = float(value)
+    if not math.isfinite(number):
+        raise UsageError(f"parameter {name} must be finite, got {value!r}")
     if parameter.minimum == "non-negative" and number < 0:
         raise UsageError(f"parameter {name} must be >= 0 {parameter.unit}, got {value!r}")
     if parameter.minimum == "positive" and not number > 0:
         raise UsageError(f"parameter {name} must be > 0 {parameter.unit}, got {value!r}")
     if parameter.minimum == "count" and (number < 1 or number != int(number)):
         raise UsageError(f"parameter {name} must be a positive whole number of {parameter.unit}, got {value!r}")
-    if number == float("inf"):
-        raise UsageError(f"parameter {name} must be finite, got {value!r}")
     return number

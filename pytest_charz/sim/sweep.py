@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 import itertools
 import math
-from concurrent.futures import ProcessPoolExecutor
+import signal
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -21,10 +21,15 @@ from ..errors import UsageError
 from ..formats import Format
 
 SWEEP = Format("charz-sweep", 1, "charz sweep")
-#: Largest grid a sweep accepts (a guard against a typo such as N=10000 on four axes).
-MAX_CONFIGS = 1_000_000
+#: Largest grid a sweep runs unless told otherwise (``charz sweep --max-configs``): a guard against
+#: a typo such as N=10000, or N=100 on four axes, starting hours of simulation.
+MAX_CONFIGS = 10_000
+#: Most values one axis may have whatever the cap: the values are made before the grid is sized.
+MAX_AXIS_VALUES = 1_000_000
 #: Spacings of an axis ``PARAM=LO:HI:N[:SPACING]``.
 SPACINGS = ("lin", "log")
+#: Most configurations a worker process is given at once.
+MAX_CHUNK = 64
 #: How long to wait for a Dask scheduler to answer before the sweep is a usage error.
 DASK_CONNECT_TIMEOUT_S = 10
 
@@ -90,6 +95,9 @@ def parse_axis(text: str, known: Iterable[str]) -> Axis:
         raise UsageError(f"{what}: N must be an integer, got {parts[2]!r}") from None
     if count < 1 or (count == 1 and low != high):
         raise UsageError(f"{what}: N must be at least 2 (1 only when LO == HI), got {count}")
+    if count > MAX_AXIS_VALUES:
+        raise UsageError(f"{what}: N is {count}, more values than any sweep runs on one axis "
+                         f"(at most {MAX_AXIS_VALUES}); use fewer")
     if high < low:
         raise UsageError(f"{what}: HI ({high:g}) is below LO ({low:g})")
     if spacing == "log" and low <= 0:
@@ -107,16 +115,26 @@ def axis_values(low: float, high: float, count: int, spacing: str = "lin") -> tu
     return tuple(low + (high - low) * i / (count - 1) for i in range(count - 1)) + (high,)
 
 
-def grid(axes: Sequence[Axis]) -> list[dict[str, float]]:
-    """Every configuration of ``axes``: the cartesian product, the last axis varying fastest."""
+def grid_size(axes: Sequence[Axis]) -> int:
+    """How many configurations the grid of ``axes`` has (the product of their lengths), without
+    making them; UsageError for no axis or a parameter varied twice."""
     names = [axis.name for axis in axes]
     if not axes:
         raise UsageError("a sweep needs at least one --vary PARAM=LO:HI:N")
     if len(set(names)) != len(names):
         raise UsageError(f"a parameter is varied twice: {', '.join(names)}")
-    size = math.prod(len(axis.values) for axis in axes)
-    if size > MAX_CONFIGS:
-        raise UsageError(f"the sweep has {size} configurations, more than {MAX_CONFIGS}; use fewer values")
+    return math.prod(len(axis.values) for axis in axes)
+
+
+def grid(axes: Sequence[Axis], max_configs: int = MAX_CONFIGS) -> list[dict[str, float]]:
+    """Every configuration of ``axes``: the cartesian product, the last axis varying fastest.
+
+    UsageError, before any configuration is made, for a grid of more than ``max_configs``."""
+    names = [axis.name for axis in axes]
+    size = grid_size(axes)
+    if size > max_configs:
+        raise UsageError(f"the sweep has {size} configurations, more than the cap of {max_configs}; "
+                         "use fewer values, or raise the cap (charz sweep --max-configs)")
     return [dict(zip(names, combo)) for combo in itertools.product(*(axis.values for axis in axes))]
 
 
@@ -163,14 +181,33 @@ class GraphEvaluator:
         self.options = options
 
     def __call__(self, values: Mapping[str, float]) -> SweepPoint:
+        """The configuration's point; UsageError naming the configuration when the simulated
+        latency or energy is not a finite figure (a value far outside any machine's)."""
         from . import simulate_graph
 
+        where = ", ".join(f"{name}={value:g}" for name, value in values.items()) or "the unchanged machine"
         machine = self.machine.with_params(values) if values else self.machine
-        return point_of(values, simulate_graph(self.graph, machine, self.options))
+        try:
+            point = point_of(values, simulate_graph(self.graph, machine, self.options))
+        except UsageError as exc:
+            if not values:
+                raise
+            raise UsageError(f"{exc} (configuration {where})") from None
+        for what, figure in (("latency", point.latency_s), ("energy", point.energy_j)):
+            if math.isinf(figure) or (what == "latency" and math.isnan(figure)):
+                raise UsageError(f"the simulated {what} of {where} is {figure}, not a figure: the value is beyond "
+                                 "what the simulator can compute with; sweep values of the order of a real machine's")
+        return point
 
 
 def _evaluate_chunk(evaluate: Evaluate, configs: Sequence[Mapping[str, float]]) -> list[SweepPoint]:
     return [evaluate(values) for values in configs]
+
+
+def _ignore_interrupts() -> None:
+    """A worker's initializer: Ctrl-C reaches the whole process group, and only the parent answers
+    it (once, cancelling what is queued), never every worker with its own traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _chunks(configs: Sequence[Mapping[str, float]], count: int) -> list[Sequence[Mapping[str, float]]]:
@@ -184,15 +221,18 @@ def run_configs(configs: Sequence[Mapping[str, float]], evaluate: Evaluate, *, j
 
     ``jobs`` > 1 runs chunks in that many worker processes; ``scheduler`` (a Dask scheduler
     address, ``tcp://host:8786``) runs them on that cluster instead (the ``sweep`` extra).
-    ``progress`` is called with the number of configurations finished after each chunk.
+    ``progress`` is called with the number of configurations finished after each chunk. Worker
+    processes ignore Ctrl-C; the parent's KeyboardInterrupt cancels what is still queued.
     """
     if not isinstance(jobs, int) or jobs < 1:
         raise UsageError(f"jobs must be a positive integer, got {jobs!r}")
     if scheduler:
         return _run_dask(configs, evaluate, scheduler, progress)
     # Chunks of a few per worker: large enough that pickling the evaluator is amortised, small
-    # enough that the progress bar moves and the last worker does not finish long after the rest.
-    chunks = _chunks(configs, jobs * 8 if jobs > 1 else max(1, len(configs) // 50))
+    # enough that the progress bar moves, the last worker does not finish long after the rest,
+    # and Ctrl-C waits for no more than one chunk per worker.
+    chunks = _chunks(configs, max(jobs * 8, math.ceil(len(configs) / MAX_CHUNK)) if jobs > 1
+                     else max(1, len(configs) // 50))
     points: list[SweepPoint] = []
     if jobs == 1:
         for chunk in chunks:
@@ -200,11 +240,19 @@ def run_configs(configs: Sequence[Mapping[str, float]], evaluate: Evaluate, *, j
             if progress is not None:
                 progress(len(points))
         return tuple(points)
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
+    from concurrent.futures import ProcessPoolExecutor   # here: `charz` imports this module to build its parser
+
+    pool = ProcessPoolExecutor(max_workers=jobs, initializer=_ignore_interrupts)
+    try:
         for done in pool.map(_evaluate_chunk, itertools.repeat(evaluate), chunks):
             points.extend(done)
             if progress is not None:
                 progress(len(points))
+    except BaseException:
+        # Ctrl-C or a failed configuration: drop the queued chunks; the running ones end soon.
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
     return tuple(points)
 
 
@@ -339,4 +387,5 @@ class SweepResult:
 
 
 __all__ = ["Axis", "GraphEvaluator", "SWEEP", "Sensitivity", "SweepPoint", "SweepResult", "axis_values",
-           "check_parameter", "grid", "pareto_front", "parse_axis", "point_of", "run_configs", "sensitivity"]
+           "check_parameter", "grid", "grid_size", "pareto_front", "parse_axis", "point_of", "run_configs",
+           "sensitivity"]

@@ -4,10 +4,12 @@ for the host's dispatch, one per stream and one per resource; counters for each 
 bandwidth and for the device's power.
 
 Events: ``M`` metadata naming processes and threads, ``X`` complete events (``ts`` and ``dur``
-in microseconds), ``C`` counters. Every event carries ``ph``, ``ts``, ``pid``, ``tid``, ``name``.
+in microseconds), ``C`` counters. Every event carries ``ph``, ``ts``, ``pid``, ``tid``, ``name``;
+every number is finite (an unknown energy is null), so the trace is strict JSON.
 """
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -42,7 +44,9 @@ def trace_events(result: "SimResult") -> list[dict[str, Any]]:
         previous_issue = op.issue_s
     for op in ops:
         duration = max(op.end_s - op.start_s, 0.0)
-        args = {"op_class": op.op_class, "bound": op.bound, "energy_j": op.energy_j, "issue_us": op.issue_s * _US}
+        # An op's energy is NaN where the target has no power figures: null in JSON, never a NaN token.
+        energy_j = op.energy_j if math.isfinite(op.energy_j) else None
+        args = {"op_class": op.op_class, "bound": op.bound, "energy_j": energy_j, "issue_us": op.issue_s * _US}
         events.append({"ph": "X", "ts": op.start_s * _US, "dur": duration * _US, "pid": DEVICE_PID,
                        "tid": stream_tid[op.stream], "name": op.name, "cat": op.op_class, "args": args})
         used = set(op.moved) | ({"compute"} if op.bound == "compute" else set())
@@ -55,7 +59,7 @@ def trace_events(result: "SimResult") -> list[dict[str, Any]]:
                            "name": f"{name} bandwidth", "args": {"bytes_per_s": rate}})
             events.append({"ph": "C", "ts": op.end_s * _US, "pid": DEVICE_PID, "tid": 0,
                            "name": f"{name} bandwidth", "args": {"bytes_per_s": 0.0}})
-        if duration > 0 and op.energy_j == op.energy_j:
+        if duration > 0 and energy_j is not None:
             events.append({"ph": "C", "ts": op.start_s * _US, "pid": DEVICE_PID, "tid": 0, "name": "dynamic power",
                            "args": {"watts": op.energy_j / duration}})
             events.append({"ph": "C", "ts": op.end_s * _US, "pid": DEVICE_PID, "tid": 0, "name": "dynamic power",
