@@ -7,13 +7,14 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import pytest
 
-from .errors import UsageError
+from .errors import CharzError, UsageError
 from .markers import MARKER_KEYS, VERDICT_KEYS, marker_settings, marker_verdict_settings
 
 if TYPE_CHECKING:
     from .devices.base import Device
     from .judging import CaseJudge
     from .measure.sampler import Measurement, SamplerSettings
+    from .models.base import Prediction
     from .records import CaseRecord, OpTiming
     from .session import CharzSession
     from .targets.spec import TargetSpec
@@ -87,11 +88,21 @@ class CaseContext:
             measurement = sample(counted, fn, sampler_settings, work=work)
             after = conditions.host_snapshot(device.telemetry())
         counters, energy = evidence.finish(counted)
-        case = case_record(self._node, name, work, sampler_settings, measurement, before, after, self.target)
-        judge = session_judge(self._session)
-        prediction = judge.predict(work)
-        verdict = judge.judge(case, prediction, verdict_settings.get("threshold"), verdict_settings.get("strict"))
-        case = replace(case.judged(prediction, verdict), ops=ops, counters=counters, energy=energy)
+        case = replace(case_record(self._node, name, work, sampler_settings, measurement, before, after, self.target),
+                       ops=ops, counters=counters, energy=energy)
+        prediction: "Prediction | None" = None
+        try:
+            judge = session_judge(self._session)
+            prediction = judge.predict(work)
+            verdict = judge.judge(case, prediction, verdict_settings.get("threshold"), verdict_settings.get("strict"))
+        except BaseException as exc:
+            # Whatever stops the judging (a corrupt baseline file, a model that cannot price the
+            # work), the measurement is kept in the run, with its prediction when there is one.
+            self._session.record(replace(case, prediction=prediction))
+            if isinstance(exc, CharzError):
+                pytest.fail(f"charz: the case was measured but not judged: {exc}", pytrace=False)
+            raise
+        case = case.judged(prediction, verdict)
         self._session.record(case)
         self.results.append(case)
         # Before a failing verdict stops the test, so a failed case carries its figures too.
@@ -113,7 +124,8 @@ def session_judge(session: "CharzSession") -> "CaseJudge":
         from .judging import CaseJudge
 
         binding = session.bind()
-        judge = CaseJudge(session.config, binding.spec, session.judge_provenance())
+        judge = CaseJudge(session.config, binding.spec, session.judge_provenance(),
+                          on_store_error=session.store_write_failed)
         session.config.stash[JUDGE_KEY] = judge
     return judge
 

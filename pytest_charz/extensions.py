@@ -58,20 +58,30 @@ def unregister_models(config: pytest.Config) -> None:
 
 
 class SimBackendHook:
-    """Registers the ``sim`` backend with this session's ``--charz-sim-profile`` (read and
-    checked once) and ``--charz-sim-param`` settings; the simulator is imported only when a
-    ``sim:`` target is bound."""
+    """Registers the ``sim`` backend with this session's ``--charz-sim-profile`` and
+    ``--charz-sim-param`` settings, both read and checked once, here (a bad one is a UsageError
+    when the session is configured); the simulator itself is imported only when a ``sim:``
+    target is bound."""
 
     def __init__(self, config: pytest.Config) -> None:
-        self.param_settings = list(config.getoption("charz_sim_params") or [])
+        self.params: dict[str, float] = {}
+        settings = list(config.getoption("charz_sim_params") or [])
+        if settings:
+            from .sim.backend import parse_param_settings
+
+            self.params = parse_param_settings(settings)
         self.profile_path = config.getoption("charz_sim_profile")
         self.profile = None
         if self.profile_path:
+            from .errors import CharzError, UsageError
             from .formats import PROFILE
 
-            self.profile = PROFILE.load(self.profile_path)
+            try:
+                self.profile = PROFILE.load(self.profile_path)
+            except CharzError as exc:
+                raise UsageError(f"--charz-sim-profile: {exc}") from None
 
     def pytest_charz_backends(self, register: "Callable[[Any], None]") -> None:
-        from .sim.backend import SimBackend, parse_param_settings
+        from .sim.backend import SimBackend
 
-        register(SimBackend(self.profile, self.profile_path or "", parse_param_settings(self.param_settings)))
+        register(SimBackend(self.profile, self.profile_path or "", dict(self.params)))

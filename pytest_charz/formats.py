@@ -229,7 +229,7 @@ def _write_atomically(path: str, text: str) -> None:
         os.makedirs(directory, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.splitext(path)[1] or ".tmp", dir=directory)
     except OSError as exc:
-        raise UsageError(f"cannot write {path!r}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot write {path!r}: {exc.strerror or exc}") from exc
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
@@ -246,7 +246,7 @@ def _write_atomically(path: str, text: str) -> None:
         except OSError:
             pass
         if isinstance(exc, OSError):
-            raise UsageError(f"cannot write {path!r}: {exc.strerror or exc}") from None
+            raise UsageError(f"cannot write {path!r}: {exc.strerror or exc}") from exc
         raise
 
 

@@ -1,12 +1,14 @@
 """Per-case prediction and verdict inside a pytest session: the model, the stored reference,
-the calibrated error band of the case's regime, and the store's rules."""
+the calibrated error band of the case's regime, and the store's rules. A baseline file that
+cannot be written never stops a case: the verdict says so and the session is told (see
+:class:`CaseJudge`)."""
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from .options import DEFAULT_THRESHOLD
-from .store import store_target_key
+from .options import DEFAULT_THRESHOLD, PROFILE_KEY
+from .store import StoreWriteError, store_target_key
 
 if TYPE_CHECKING:
     import pytest
@@ -19,9 +21,12 @@ if TYPE_CHECKING:
 
 
 class CaseJudge:
-    """Predicts and judges the cases of one session."""
+    """Predicts and judges the cases of one session. ``on_store_error(case_id, error)`` hears of
+    each baseline write that failed (read-only directory, full disk...); the case's verdict
+    stands, with the failure in its ``baseline`` note."""
 
-    def __init__(self, config: "pytest.Config", spec: "TargetSpec", provenance: Mapping[str, Any]) -> None:
+    def __init__(self, config: "pytest.Config", spec: "TargetSpec", provenance: Mapping[str, Any],
+                 on_store_error: Callable[[str, StoreWriteError], None] | None = None) -> None:
         from .models.registry import DEFAULT_MODEL
         from .prediction import load_predictor
         from .store import DirectoryStore
@@ -33,8 +38,6 @@ class CaseJudge:
         model = config.getoption("charz_model") or DEFAULT_MODEL
         profile: Any = None
         if config.getoption("charz_profile"):
-            from .session import PROFILE_KEY
-
             # Read and checked once, when the session was configured (a bad file is a usage error).
             profile = config.stash.get(PROFILE_KEY, None) or config.getoption("charz_profile")
         # The calibration of this model on this target, next to the baselines (``charz
@@ -49,6 +52,7 @@ class CaseJudge:
         save = config.getoption("charz_save_new")
         self.save_new = (not config.getoption("charz_quick")) if save is None else bool(save)
         self.provenance = provenance
+        self.on_store_error = on_store_error
 
     def predict(self, work: "Work") -> "Prediction":
         """The case's prediction by the session's core (calibrated when a calibration exists)."""
@@ -62,11 +66,16 @@ class CaseJudge:
     def judge(self, record: "CaseRecord", prediction: "Prediction", threshold: float | None,
               strict: bool | None) -> "Verdict":
         """The case's verdict under the store's rules; a marker's ``threshold`` or ``strict``
-        overrides the session's (the threshold is checked there, naming the case)."""
+        overrides the session's (the threshold is checked there, naming the case). A failed
+        write of the store is noted in the verdict and passed to ``on_store_error``, never raised."""
         from .store import evaluate_case
+
+        def store_failed(error: StoreWriteError) -> None:
+            if self.on_store_error is not None:
+                self.on_store_error(record.id, error)
 
         return evaluate_case(
             record, self.store, self.target_key, prediction, self.band(prediction), self.provenance,
             threshold=self.threshold if threshold is None else threshold,
             strict=self.strict if strict is None else strict,
-            accept_reason=self.accept_reason, save_new=self.save_new)
+            accept_reason=self.accept_reason, save_new=self.save_new, on_write_error=store_failed)

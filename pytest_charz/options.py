@@ -1,7 +1,15 @@
-"""Options defined once: the pytest plugin and the ``charz`` CLI share these definitions."""
+"""Options defined once: the pytest plugin and the ``charz`` CLI share these definitions, and
+the checks of their values that the command-line parser cannot make (run by ``pytest_configure``,
+so a bad value is a usage error before any case runs)."""
 from __future__ import annotations
 
-from typing import Any, Callable
+import math
+import os
+from typing import Any, Callable, Mapping
+
+import pytest
+
+from .errors import UsageError
 
 AddOption = Callable[..., Any]
 
@@ -57,3 +65,43 @@ def add_verdict_options(addoption: AddOption) -> None:
                    "pytest_charz.models.registry.DEFAULT_MODEL)")
     addoption("--charz-profile", dest="charz_profile", default=None, metavar="PATH",
               help="a capability profile whose measured ceilings the model uses instead of the datasheet's")
+
+
+#: The capability profile of ``--charz-profile``, read and checked once by ``pytest_configure``
+#: (the judge of the session's cases reads it from here).
+PROFILE_KEY = pytest.StashKey[Mapping[str, Any]]()
+
+
+def check_option_values(getoption: Callable[[str], Any]) -> None:
+    """Check the values of the charz options that the command-line parser cannot: raise
+    :class:`~pytest_charz.errors.UsageError` naming the option, its value and what would be
+    valid. ``getoption`` reads an option by its ``dest`` (``config.getoption``). The models of
+    ``pytest_charz_models`` must be registered before, so ``--charz-model`` may name them."""
+    noise = getoption("charz_noise")
+    if noise is not None and not (math.isfinite(noise) and 0 < noise < 1):
+        raise UsageError(f"--charz-noise must be a fraction in (0, 1), e.g. {DEFAULT_NOISE} for 1%; got {noise!r}")
+    max_time = getoption("charz_max_time")
+    if max_time is not None and not (math.isfinite(max_time) and max_time > 0):
+        raise UsageError(f"--charz-max-time must be a positive number of seconds, e.g. {DEFAULT_MAX_TIME_S}; "
+                         f"got {max_time!r}")
+    threshold = getoption("charz_threshold")
+    if threshold is not None and not (math.isfinite(threshold) and 0 < threshold < 1):
+        raise UsageError(f"--charz-threshold must be a fraction in (0, 1), e.g. {DEFAULT_THRESHOLD} for 5%; "
+                         f"got {threshold!r}")
+    seed = getoption("charz_seed")
+    if seed is not None and seed < 0:
+        raise UsageError(f"--charz-seed must be a non-negative integer, got {seed!r}")
+    reason = getoption("charz_accept")
+    if reason is not None and not reason.strip():
+        raise UsageError("--charz-accept needs a reason kept in each case's history (e.g. 'driver 580 -> 590'), "
+                         f"got {reason!r}")
+    baselines = getoption("charz_baselines")
+    if baselines and os.path.exists(baselines) and not os.path.isdir(baselines):
+        raise UsageError(f"--charz-baselines must be a directory (or a path to create one at), "
+                         f"but {baselines!r} is a file")
+    model = getoption("charz_model")
+    if model is not None:
+        from .models.registry import MODELS
+
+        if model not in MODELS:
+            raise UsageError(f"--charz-model: unknown model {model!r}; known models: {', '.join(MODELS)}")

@@ -1,7 +1,13 @@
 """pytest glue: options, the plugin's own hooks, the ``target``/``device``/``charz`` fixtures,
 the ``charz`` marker, the run file and the terminal summary. Thin on purpose: nothing heavy is
 imported until a case asks for the ``charz`` fixture, and nothing is written unless a case
-measures something."""
+measures something.
+
+A bad option value is found by ``pytest_configure`` and is a usage error (exit code 4, one line).
+What the file system refuses (a read-only baseline store, a full disk at the end) never fails a
+case: every measured case stays in the run file, its journal or the fallback file, and the
+terminal summary says, one line per failure, what was not written, why, and where the cases are.
+The exit code is the verdicts' either way."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Iterator
@@ -61,13 +67,18 @@ def pytest_configure(config: pytest.Config) -> None:
     if _is_xdist_controller(config):
         config.pluginmanager.register(XdistHooks(), "charz-xdist")
     config.addinivalue_line("markers", "charz_slow: a long case, left out of --charz-quick runs")
-    from .errors import CharzError
+    from .errors import CharzError, UsageError
     from .extensions import register_models
+    from .options import check_option_values
 
     try:
         register_models(config)
     except CharzError as exc:
         raise pytest.UsageError(f"pytest_charz_models: {exc}") from None
+    try:
+        check_option_values(config.getoption)
+    except CharzError as exc:
+        raise pytest.UsageError(str(exc)) from None
     import importlib.util
 
     if importlib.util.find_spec("pytest_charz.sim") is not None:
@@ -76,16 +87,19 @@ def pytest_configure(config: pytest.Config) -> None:
         try:
             config.pluginmanager.register(SimBackendHook(config), "charz-sim")
         except CharzError as exc:
-            raise pytest.UsageError(f"--charz-sim-profile: {exc}") from None
+            raise pytest.UsageError(str(exc)) from None
     # Fail before collection: an unknown or absent target, a profile that cannot be read, or a
     # run file that cannot be written, is a usage error (exit code 4), not a test failure.
     if config.getoption("charz_target") or config.getoption("charz_out") or config.getoption("charz_profile"):
         try:
             if config.getoption("charz_profile"):
                 from .formats import PROFILE
-                from .session import PROFILE_KEY
+                from .options import PROFILE_KEY
 
-                config.stash[PROFILE_KEY] = PROFILE.load(config.getoption("charz_profile"))
+                try:
+                    config.stash[PROFILE_KEY] = PROFILE.load(config.getoption("charz_profile"))
+                except CharzError as exc:
+                    raise UsageError(f"--charz-profile: {exc}") from None
             if config.getoption("charz_out"):
                 from .run import check_writable
 
@@ -140,6 +154,7 @@ MERGED_KEY = pytest.StashKey[str]()
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     from .session import SESSION_KEY
 
+    charz_session = config.stash.get(SESSION_KEY, None)
     merged = config.stash.get(MERGED_KEY, None)
     if merged is not None:
         from .report.terminal import summary_lines
@@ -151,18 +166,21 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             terminalreporter.write_line(line)
         terminalreporter.write_line(f"run file: {merged}")
         _write_report_sections(terminalreporter, config, run)
-        return
-    charz_session = config.stash.get(SESSION_KEY, None)
-    if charz_session is None or not charz_session.measured:
-        return
-    from .report.terminal import summary_lines
+    elif charz_session is not None and charz_session.measured:
+        from .report.terminal import summary_lines
 
-    terminalreporter.section("charz: measurements")
-    for line in summary_lines(charz_session.run, verbose=config.getoption("verbose") > 0):
-        terminalreporter.write_line(line)
-    if charz_session.out_path:
-        terminalreporter.write_line(f"run file: {charz_session.out_path}")
-    _write_report_sections(terminalreporter, config, charz_session.run)
+        terminalreporter.section("charz: measurements")
+        for line in summary_lines(charz_session.run, verbose=config.getoption("verbose") > 0):
+            terminalreporter.write_line(line)
+        if charz_session.recorder.written and charz_session.out_path:
+            terminalreporter.write_line(f"run file: {charz_session.out_path}")
+        _write_report_sections(terminalreporter, config, charz_session.run)
+    if charz_session is not None:
+        problems = charz_session.problems()
+        if problems:
+            terminalreporter.section("charz: not written", red=True)
+            for line in problems:
+                terminalreporter.write_line(line, red=True)
 
 
 def _write_report_sections(terminalreporter: Any, config: pytest.Config, run: Any) -> None:

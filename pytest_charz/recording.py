@@ -1,9 +1,15 @@
 """The run file of a session: where it goes, journaling cases as they finish, the end of the
-run, the ``latest.json`` copy, and merging the files of pytest-xdist workers."""
+run, the ``latest.json`` copy, and merging the files of pytest-xdist workers.
+
+Nothing measured is lost to the file system: a run path that cannot be written sends the run to
+the temporary directory instead, a run file that cannot be written at the end leaves its journal
+(which :func:`pytest_charz.run.load_run` reads), and each such failure becomes one line of
+:attr:`RunRecorder.problems` (the terminal summary shows them), never an exception in a case."""
 from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from typing import TYPE_CHECKING, Callable
 
 from .errors import UsageError
@@ -21,9 +27,23 @@ def worker_run_path(path: str, worker: str) -> str:
     return f"{root}.{worker}{ext or '.json'}"
 
 
+def fallback_run_path(path: str) -> str:
+    """Where a run goes when ``path`` cannot be written: the temporary directory, under a name
+    made of ``path``'s own and this process's id (so two sessions never share one)."""
+    stem, ext = os.path.splitext(os.path.basename(path))
+    return os.path.join(tempfile.gettempdir(), f"charz-{stem or 'run'}-{os.getpid()}{ext or '.json'}")
+
+
+def _why(error: BaseException) -> str:
+    from .store import write_error_text
+
+    return write_error_text(error)
+
+
 class RunRecorder:
     """Keeps one session's run file. ``start`` makes the run's header when the first case is
-    recorded (a session that measures nothing writes nothing)."""
+    recorded (a session that measures nothing writes nothing). :attr:`problems` lists, one line
+    each, what could not be written and where the cases are instead."""
 
     def __init__(self, config: "pytest.Config", worker: str | None, start: Callable[[], "Run"]) -> None:
         self.config = config
@@ -31,7 +51,9 @@ class RunRecorder:
         self._start = start
         self.writer: "RunWriter | None" = None
         self.out_path: str | None = None
+        self.written = False
         self.measured = 0
+        self.problems: list[str] = []
         self._run_path: str | None = None
 
     def run_path(self) -> str:
@@ -47,20 +69,41 @@ class RunRecorder:
                 str(self.config.rootpath), ".charz", "runs", f"run-{clock.local_stamp()}.json")
         return self._run_path
 
+    def _session_path(self) -> str:
+        path = self.run_path()
+        return worker_run_path(path, self.worker) if self.worker else path
+
     def _open(self) -> "RunWriter":
+        """A writer for the session's run path; when that path cannot be written (no journal can
+        be opened there), one for the fallback path; when neither can, one that keeps the cases
+        in memory and tries the run path again at the end."""
         from .run import RunWriter
 
-        path = self.run_path()
-        if self.worker:
-            path = worker_run_path(path, self.worker)
-        try:
-            writer = RunWriter(path, self._start())
-        except (UsageError, OSError) as exc:
-            raise UsageError(f"--charz-out: {exc}") from None
-        self.out_path = path
+        path = self._session_path()
+        run = self._start()
+        refused: list[tuple[str, str]] = []
+        for candidate in (path, fallback_run_path(path)):
+            try:
+                writer = RunWriter(candidate, run)
+            except UsageError as exc:
+                refused.append((candidate, _why(exc)))
+                continue
+            if writer.journal_error is None:
+                break
+            refused.append((candidate, _why(writer.journal_error)))
+        else:
+            writer = RunWriter(path, run, journal=False)
+        if len(refused) == 1:
+            self.problems.append(f"charz: cannot write the run file {refused[0][0]}: {refused[0][1]}; "
+                                 f"this run was recorded in {writer.path} instead")
+        elif refused:
+            self.problems.append(f"charz: cannot write the run file {refused[0][0]}: {refused[0][1]}, nor "
+                                 f"{refused[1][0]}: {refused[1][1]}; the cases were kept in memory until the end")
+        self.out_path = writer.path
         return writer
 
     def record(self, case: "CaseRecord") -> None:
+        """Keep ``case`` in the run (journaled when the file system allows; never raises OSError)."""
         if self.writer is None:
             self.writer = self._open()
         self.writer.add_case(case)
@@ -72,22 +115,76 @@ class RunRecorder:
         return self.writer.run
 
     def finish(self, interrupted: bool) -> None:
-        if self.writer is None or self.writer.run.status != "running":
+        """Write the run file. When that fails the journal is kept, a run the journal does not
+        hold whole is written to the fallback path, and :attr:`problems` says where the cases
+        are and how to load them."""
+        writer = self.writer
+        if writer is None or writer.run.status != "running":
             return
-        self.writer.finish("interrupted" if interrupted else "complete")
-        if not self.worker and self.out_path:
+        try:
+            writer.finish("interrupted" if interrupted else "complete")
+        except (OSError, UsageError) as exc:
+            self.problems.append(self._unwritten(writer, exc))
+            return
+        self.written = True
+        if not self.worker and self.out_path == self.run_path():
             self.copy_to_latest(self.out_path)
 
+    def _unwritten(self, writer: "RunWriter", error: BaseException) -> str:
+        """The problem line of a run file that could not be written, once the cases have been
+        put where they can be (the journal, else the fallback path)."""
+        from .formats import atomic_write_json
+
+        total = len(writer.run.cases)
+        lead = f"charz: the run file {writer.path} could not be written ({_why(error)})"
+        if writer.journal_complete:
+            journal = os.path.abspath(writer.journal_path)
+            return (f"{lead}; its journal keeps all {total} cases: load it with "
+                    f"pytest_charz.run.load_run({journal!r}), or pass that path to charz profile or charz validate")
+        if writer.journaling:
+            kept = (f"its journal {writer.journal_path} keeps {writer.journaled} of {total} cases"
+                    + (f" ({_why(writer.journal_error)})" if writer.journal_error is not None else ""))
+        else:
+            kept = "there is no journal"
+        fallback = fallback_run_path(writer.path)
+        try:
+            atomic_write_json(fallback, writer.run.to_json())
+        except (OSError, UsageError) as again:
+            return (f"{lead}; {kept}; nor could the whole run be written to {fallback} "
+                    f"({_why(again)}): the other cases are only in the summary above")
+        self.out_path = fallback
+        self.written = True
+        return f"{lead}; {kept}; the whole run was written to {fallback} instead"
+
     def copy_to_latest(self, path: str) -> None:
-        if not self.config.getoption("charz_out"):
-            shutil.copyfile(path, os.path.join(os.path.dirname(path), "latest.json"))
+        """Copy the run file to ``latest.json`` beside it (without --charz-out), atomically: a
+        copy that fails leaves the previous ``latest.json`` and a line in :attr:`problems`."""
+        if self.config.getoption("charz_out"):
+            return
+        latest = os.path.join(os.path.dirname(path), "latest.json")
+        partial = latest + f".{os.getpid()}.tmp"
+        try:
+            shutil.copyfile(path, partial)
+            os.replace(partial, latest)
+        except OSError as exc:
+            try:
+                os.unlink(partial)
+            except OSError:
+                pass
+            self.problems.append(f"charz: {latest} was not updated ({_why(exc)}); the run file is {path}")
 
     def merge_workers(self, interrupted: bool) -> str | None:
-        """On the pytest-xdist controller: merge the workers' run files into one run file."""
+        """On the pytest-xdist controller: merge the workers' run files into one run file. When
+        the merged file cannot be written the workers' files are kept, and :attr:`problems` says so."""
         from .run import merge_runs
 
         path = self.run_path()
-        merged = merge_runs(path, interrupted)
+        try:
+            merged = merge_runs(path, interrupted)
+        except (OSError, UsageError) as exc:
+            self.problems.append(f"charz: the workers' runs could not be merged into {path} "
+                                 f"({_why(exc)}); each worker's run file or journal is kept beside it")
+            return None
         if merged:
             self.copy_to_latest(path)
         return path if merged else None

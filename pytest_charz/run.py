@@ -2,12 +2,14 @@
 
 Cases are journaled as they finish (``<run>.partial.jsonl``, one JSON line each) so a session
 that is interrupted, or killed, keeps the cases already measured; at the end the run is written
-whole, atomically. ``load_run`` accepts a finished run file or a left-over journal.
+whole, atomically. ``load_run`` accepts a finished run file or a left-over journal (also when
+given the run file's own path, so a run whose final write failed loads from its journal).
 """
 from __future__ import annotations
 
 import json
 import os
+from typing import IO
 
 from .errors import FormatError, UsageError
 from .formats import RUN, atomic_write_json, read_json
@@ -34,32 +36,94 @@ def check_writable(path: str) -> None:
 
 
 class RunWriter:
-    """Journals cases as they come and writes the whole run at the end."""
+    """Journals cases as they come and writes the whole run at the end.
 
-    def __init__(self, path: str, run: Run) -> None:
+    A journal the file system refuses (a read-only directory, a full disk) never stops the
+    session: the cases stay in memory, :attr:`journal_error` says what happened and
+    :attr:`journaled` how many cases the journal holds. With ``journal=False`` there is no
+    journal and no check of ``path`` (a last resort that keeps the cases in memory only).
+    :attr:`journaling` says whether a journal was opened."""
+
+    def __init__(self, path: str, run: Run, *, journal: bool = True) -> None:
         self.path = path
         self._header = run
         self._cases: list[CaseRecord] = list(run.cases)
         self._status = run.status
+        self.journal_error: OSError | None = None
+        self.journaled = 0
+        self._journal: IO[str] | None = None
+        self.journaling = False
+        if not journal:
+            return
         check_writable(path)
-        self._journal = open(journal_path(path), "w")
-        self._journal.write(json.dumps(run.header()) + "\n")
-        self._journal.flush()
+        try:
+            self._journal = open(journal_path(path), "w", encoding="utf-8")
+            self._journal.write(json.dumps(run.header()) + "\n")
+            self._journal.flush()
+            self.journaling = True
+        except OSError as exc:
+            self._journal_failed(exc)
+            try:                  # a journal without its header line is of no use to anyone
+                os.unlink(journal_path(path))
+            except OSError:
+                pass
+        for case in self._cases:
+            self._journal_case(case)
 
     @property
     def run(self) -> Run:
         """The run as recorded so far (after :meth:`finish`: as written)."""
         return self._header.with_cases(tuple(self._cases), self._status)
 
+    @property
+    def journal_path(self) -> str:
+        return journal_path(self.path)
+
+    @property
+    def journal_complete(self) -> bool:
+        """Whether the journal holds every case recorded so far."""
+        return self.journal_error is None and self.journaling and self.journaled == len(self._cases)
+
     def add_case(self, case: CaseRecord) -> None:
+        """Keep ``case`` and append it to the journal (a failed journal write is noted, not raised)."""
         self._cases.append(case)
-        self._journal.write(json.dumps(case.to_json()) + "\n")
-        self._journal.flush()
+        self._journal_case(case)
+
+    def _journal_case(self, case: CaseRecord) -> None:
+        if self._journal is None:
+            return
+        try:
+            self._journal.write(json.dumps(case.to_json()) + "\n")
+            self._journal.flush()
+        except OSError as exc:
+            self._journal_failed(exc)
+            return
+        self.journaled += 1
+
+    def _journal_failed(self, error: OSError) -> None:
+        # Stop journaling: a line after a failed one would leave a hole; what was flushed stays
+        # readable (a torn last line is dropped by load_journal).
+        self.journal_error = error
+        journal, self._journal = self._journal, None
+        if journal is not None:
+            try:
+                journal.close()
+            except OSError:
+                pass
 
     def finish(self, status: str) -> None:
+        """Write the whole run to :attr:`path` atomically and remove the journal. The error of
+        that write propagates (an ``OSError``, or the UsageError of
+        :func:`~pytest_charz.formats.atomic_write_json`); the journal is then left in place
+        (closed), and ``load_run(journal_path(path))`` reads the cases it holds."""
         self._status = status
+        journal, self._journal = self._journal, None
+        if journal is not None:
+            try:
+                journal.close()
+            except OSError as exc:
+                self.journal_error = exc
         atomic_write_json(self.path, self.run.to_json())
-        self._journal.close()
         try:
             os.unlink(journal_path(self.path))
         except OSError:

@@ -1,23 +1,23 @@
 """Session state of the plugin, kept in ``config.stash``: the bound target and device, the
 sampler settings of the command line, the run's provenance, the run file (see
-:mod:`.recording`) and the device lock. The per-case API is :mod:`.context`, which also makes
-the session's judge (:func:`.context.session_judge`): this module imports nothing of the
-judging, which reads :data:`PROFILE_KEY` from here."""
+:mod:`.recording`), the device lock, and what could not be written (:meth:`CharzSession.problems`).
+The per-case API is :mod:`.context`, which also makes the session's judge
+(:func:`.context.session_judge`): this module imports nothing of the judging."""
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .errors import UsageError
 from .options import DEFAULT_MAX_TIME_S, DEFAULT_NOISE
 
 if TYPE_CHECKING:
     from .devices.base import Device, VisibleDevice
     from .measure.sampler import SamplerSettings
     from .records import CaseRecord, Run
+    from .store import StoreWriteError
     from .targets.spec import TargetSpec
 
 
@@ -38,6 +38,8 @@ class CharzSession:
         self.quick = bool(config.getoption("charz_quick"))
         self._lock: Any = None
         self._provenance: dict[str, Any] | None = None
+        # (baseline file, what the file system said) -> the cases whose reference was not written
+        self._store_failures: dict[tuple[str, str], list[str]] = {}
         from .recording import RunRecorder
 
         self.recorder = RunRecorder(config, self.xdist_worker, self._new_run)
@@ -62,6 +64,7 @@ class CharzSession:
         return self.binding
 
     def base_settings(self) -> "SamplerSettings":
+        """The sampler settings of the command line (checked by ``pytest_configure``)."""
         from .measure.sampler import QUICK, SamplerSettings
 
         settings = SamplerSettings()
@@ -69,13 +72,10 @@ class CharzSession:
             settings = settings.updated(**QUICK)
         noise = self.config.getoption("charz_noise")
         max_time = self.config.getoption("charz_max_time")
-        try:
-            return settings.updated(
-                noise_target=noise if noise is not None else DEFAULT_NOISE,
-                max_time_s=max_time if max_time is not None else (settings.max_time_s if self.quick else DEFAULT_MAX_TIME_S),
-            )
-        except UsageError as exc:
-            raise pytest.UsageError(f"--charz-noise / --charz-max-time: {exc}") from None
+        return settings.updated(
+            noise_target=noise if noise is not None else DEFAULT_NOISE,
+            max_time_s=max_time if max_time is not None else (settings.max_time_s if self.quick else DEFAULT_MAX_TIME_S),
+        )
 
     def provenance(self) -> dict[str, Any]:
         if self._provenance is None:
@@ -127,6 +127,21 @@ class CharzSession:
     def merge_workers(self, interrupted: bool) -> str | None:
         return self.recorder.merge_workers(interrupted)
 
+    def store_write_failed(self, case_id: str, error: "StoreWriteError") -> None:
+        """Note that the baseline of ``case_id`` could not be written (the judge calls this)."""
+        from .store import write_error_text
+
+        self._store_failures.setdefault((error.path, write_error_text(error.error)), []).append(case_id)
+
+    def problems(self) -> list[str]:
+        """One line for each thing the session could not write: each baseline file, with how many
+        cases' references it lost, and the run file (where its cases are instead)."""
+        lines = [f"charz: the baseline store was not written: cannot write {path}: {error}; "
+                 f"{len(cases)} case{'s' if len(cases) != 1 else ''} not saved or accepted "
+                 f"({cases[0]}{', ...' if len(cases) > 1 else ''}); their measurements are kept in the run"
+                 for (path, error), cases in self._store_failures.items()]
+        return lines + list(self.recorder.problems)
+
     def close(self) -> None:
         if self.binding is not None:
             self.binding.device.close()
@@ -144,8 +159,6 @@ class CharzSession:
 
 
 SESSION_KEY = pytest.StashKey[CharzSession]()
-#: The capability profile of ``--charz-profile``, read and checked once by ``pytest_configure``.
-PROFILE_KEY = pytest.StashKey[Mapping[str, Any]]()
 
 
 def session_for(config: pytest.Config) -> CharzSession:

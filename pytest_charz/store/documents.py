@@ -12,22 +12,58 @@ git::
 Rules: a case without a reference gets one with :meth:`put` (history reason ``"new case"``); a
 reference is replaced only by :meth:`accept` with a stated reason, which is appended to the
 history. Writes are atomic (temp file + rename); a file that is corrupt or of an unknown version
-raises :class:`FormatError` naming the file and the problem, and nothing is written over it.
+raises :class:`FormatError` naming the file and the problem, and nothing is written over it. A
+write the file system refuses (a read-only directory, a full disk, any ``OSError``) raises
+:class:`StoreWriteError` naming the file and the OS error; the stored file is then unchanged.
 """
 from __future__ import annotations
 
 import abc
-
 import contextlib
 import copy
+import errno
 import json
 import os
 from typing import Any, Iterator, Mapping, Protocol, runtime_checkable
 
-from ..errors import FormatError, UsageError
+from ..errors import CharzError, FormatError, UsageError
 from ..formats import BASELINE, atomic_write_json, read_json
 from .keys import suite_module, target_directory
 from .reference import NEW_CASE_REASON, REFERENCE_SESSIONS, BaselineEntry, HistoryEntry, Reference, now_iso
+
+
+class StoreWriteError(CharzError, OSError):
+    """A baseline file could not be written: ``path`` is the file, ``error`` what stopped the
+    write (the file system's ``OSError``, or the UsageError of an atomic write that reports
+    one). The store is as it was before the write. An ``OSError`` too, as the failure it wraps."""
+
+    def __init__(self, path: str, error: BaseException) -> None:
+        self.path = path
+        self.error = error
+        super().__init__(f"cannot write the baseline file {path}: {write_error_text(error)}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.path, self.error))
+
+
+def write_error_text(error: BaseException) -> str:
+    """Why a write failed, in the file system's words and without the temporary file's name:
+    ``Read-only file system (EROFS)``. An error raised while handling an ``OSError`` (a write
+    that reports the failure as a UsageError) is read through to that ``OSError``."""
+    cause: BaseException | None = error
+    seen: set[int] = set()
+    while cause is not None and not isinstance(cause, OSError) and id(cause) not in seen:
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    if cause is not None and not isinstance(cause, OSError):
+        cause = None
+    if isinstance(cause, StoreWriteError):
+        return write_error_text(cause.error)
+    if cause is None:
+        return str(error)
+    name = errno.errorcode.get(cause.errno) if isinstance(cause.errno, int) else None
+    text = cause.strerror or str(cause) or type(cause).__name__
+    return f"{text} ({name})" if name else text
 
 
 def _short_provenance(reference: Reference) -> dict[str, Any]:
@@ -117,8 +153,14 @@ class _DocumentStore(abc.ABC):
     def _write(self, target_id: str, suite: str, case_id: str, reference: Reference, reason: str,
                band: Mapping[str, Any] | None, replace: bool) -> BaselineEntry:
         reason = _check_reason(reason)
-        with self._exclusive(target_id):
-            return self._write_locked(target_id, suite_module(suite), case_id, reference, reason, band, replace)
+        module = suite_module(suite)
+        try:
+            with self._exclusive(target_id):
+                return self._write_locked(target_id, module, case_id, reference, reason, band, replace)
+        except StoreWriteError:
+            raise
+        except OSError as exc:
+            raise StoreWriteError(self._source(target_id, module), exc) from None
 
     def _write_locked(self, target_id: str, module: str, case_id: str, reference: Reference, reason: str,
                       band: Mapping[str, Any] | None, replace: bool) -> BaselineEntry:
@@ -160,16 +202,21 @@ class _DocumentStore(abc.ABC):
     def add_session(self, target_id: str, suite: str, case_id: str, session: Reference) -> BaselineEntry:
         """Add one more session to a reference that has not settled yet (see REFERENCE_SESSIONS);
         a settled reference changes only by :meth:`accept`."""
-        with self._exclusive(target_id):
-            module = suite_module(suite)
-            current = self.entry(target_id, module, case_id)
-            if current is None:
-                raise UsageError(f"case {case_id!r} has no reference to add a session to")
-            if current.reference.settled:
-                raise UsageError(f"the reference of {case_id!r} has settled; it changes only by accepting a reason")
-            combined = current.reference.with_session(session)
-            reason = f"reference session {combined.sessions} of {REFERENCE_SESSIONS}"
-            return self._write_locked(target_id, module, case_id, combined, reason, None, True)
+        module = suite_module(suite)
+        try:
+            with self._exclusive(target_id):
+                current = self.entry(target_id, module, case_id)
+                if current is None:
+                    raise UsageError(f"case {case_id!r} has no reference to add a session to")
+                if current.reference.settled:
+                    raise UsageError(f"the reference of {case_id!r} has settled; it changes only by accepting a reason")
+                combined = current.reference.with_session(session)
+                reason = f"reference session {combined.sessions} of {REFERENCE_SESSIONS}"
+                return self._write_locked(target_id, module, case_id, combined, reason, None, True)
+        except StoreWriteError:
+            raise
+        except OSError as exc:
+            raise StoreWriteError(self._source(target_id, module), exc) from None
 
 
 class DirectoryStore(_DocumentStore):
@@ -220,7 +267,11 @@ class DirectoryStore(_DocumentStore):
             os.close(fd)         # closing releases the lock
 
     def _save(self, target_id: str, module: str, document: dict[str, Any]) -> None:
-        atomic_write_json(self.path(target_id, module), document)
+        path = self.path(target_id, module)
+        try:
+            atomic_write_json(path, document)
+        except (OSError, UsageError) as exc:   # an atomic write may report the OSError as a UsageError
+            raise StoreWriteError(path, exc) from None
 
     def suites(self, target_id: str) -> tuple[str, ...]:
         directory = os.path.join(self.root, target_directory(target_id))
@@ -253,4 +304,4 @@ class InMemoryStore(_DocumentStore):
         return tuple(sorted(module for target, module in self.documents if target == directory))
 
 
-__all__ = ["BaselineStore", "DirectoryStore", "InMemoryStore", "check_document"]
+__all__ = ["BaselineStore", "DirectoryStore", "InMemoryStore", "StoreWriteError", "check_document", "write_error_text"]

@@ -5,11 +5,11 @@ where they meet the baseline files."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..explain import DISTURBANCE_FLAGS, conditions_summary
 from ..verdict import Verdict, check_threshold, judge
-from .documents import BaselineStore
+from .documents import BaselineStore, StoreWriteError
 from .reference import NEW_CASE_REASON, REFERENCE_SESSIONS, Reference
 
 if TYPE_CHECKING:
@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 def evaluate_case(case: "CaseRecord", store: BaselineStore, target_id: str, prediction: "Prediction | None",
                   band: Mapping[str, Any] | None, provenance: Mapping[str, Any], threshold: float = 0.05,
                   strict: bool = False, accept_reason: str | None = None, save_new: bool = True,
-                  alpha: float = 0.01) -> Verdict:
+                  alpha: float = 0.01,
+                  on_write_error: Callable[[StoreWriteError], None] | None = None) -> Verdict:
     """Judge a measured case against its stored reference, and keep the store's rules.
 
     ``target_id`` is the store's target key (:func:`~pytest_charz.store.store_target_key`);
@@ -36,7 +37,10 @@ def evaluate_case(case: "CaseRecord", store: BaselineStore, target_id: str, pred
     * a reference that has not settled and ``save_new``: a clean, quiet measurement is added to
       it as one more session.
     * otherwise the stored reference is kept, never overwritten.
-    ``Verdict.baseline`` says which happened. FormatError from a corrupt store propagates.
+    ``Verdict.baseline`` says which happened. FormatError from a corrupt store propagates. A
+    write the file system refuses (:class:`StoreWriteError`) is not raised: the verdict stands as
+    judged (a drift that was to be accepted still fails), ``Verdict.baseline`` says what was not
+    written and why, and the error goes to ``on_write_error``.
     """
     threshold = check_threshold(threshold, case.id)
     suite, case_id = case.suite, case.id
@@ -51,11 +55,17 @@ def evaluate_case(case: "CaseRecord", store: BaselineStore, target_id: str, pred
     if accept_reason is not None:
         if not has_samples:
             return _noted(verdict, "not accepted: no kept samples")
-        store.accept(target_id, suite, case_id, Reference.from_case(case, provenance), accept_reason, band=band)
+        try:
+            store.accept(target_id, suite, case_id, Reference.from_case(case, provenance), accept_reason, band=band)
+        except StoreWriteError as exc:
+            return _write_failed(verdict, "not accepted", exc, on_write_error)
         return replace(_noted(verdict, f"accepted: {accept_reason.strip()}"), fails=verdict.outcome == "model-error")
     if reference is not None:
         if not reference.settled and save_new:
-            return _noted(verdict, _add_session(store, target_id, case, provenance, verdict, conditions))
+            try:
+                return _noted(verdict, _add_session(store, target_id, case, provenance, verdict, conditions))
+            except StoreWriteError as exc:
+                return _write_failed(verdict, "kept (not added as a reference session)", exc, on_write_error)
         return _noted(verdict, "kept")
     if not save_new:
         return _noted(verdict, "not saved: saving new references is off")
@@ -64,7 +74,10 @@ def evaluate_case(case: "CaseRecord", store: BaselineStore, target_id: str, pred
         return _noted(verdict, f"not saved: the measurement is {verdict.outcome}")
     if disturbed:
         return _noted(verdict, f"not saved: measured under {', '.join(disturbed)}")
-    store.put(target_id, suite, case_id, Reference.from_case(case, provenance), NEW_CASE_REASON, band=band)
+    try:
+        store.put(target_id, suite, case_id, Reference.from_case(case, provenance), NEW_CASE_REASON, band=band)
+    except StoreWriteError as exc:
+        return _write_failed(verdict, "not saved", exc, on_write_error)
     return _noted(verdict, f"saved: {NEW_CASE_REASON}")
 
 
@@ -79,6 +92,14 @@ def _add_session(store: BaselineStore, target_id: str, case: "CaseRecord", prove
         return "kept (not added as a reference session: too noisy)"
     entry = store.add_session(target_id, case.suite, case.id, Reference.from_case(case, provenance))
     return f"added as reference session {entry.reference.sessions} of {REFERENCE_SESSIONS}"
+
+
+def _write_failed(verdict: Verdict, what: str, error: StoreWriteError,
+                  on_write_error: Callable[[StoreWriteError], None] | None) -> Verdict:
+    """The verdict with the store write that failed in its note, after telling ``on_write_error``."""
+    if on_write_error is not None:
+        on_write_error(error)
+    return _noted(verdict, f"{what}: {error}")
 
 
 def _noted(verdict: Verdict, baseline: str) -> Verdict:
