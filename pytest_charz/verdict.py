@@ -3,8 +3,9 @@
 Outcomes, in the order they are decided:
 
 ``inconclusive``
-    No kept samples; or the measurement too noisy to decide: the relative half-width of its
-    CI of the median exceeds ``threshold / 2``; or one of the questions below has no stable answer.
+    No kept samples, or too few for a CI of the median (under 6 at 95%: unknown, never zero); or
+    too noisy to decide: the CI's relative half-width exceeds ``threshold / 2`` (the message says
+    why); or one of the questions below has no stable answer.
 ``drift`` / ``explained``
     The change from the reference, ratio r = measured median / reference median, with a
     percentile-bootstrap ``1 - alpha`` CI [lo, hi] of r and a two-sided Mann-Whitney U test:
@@ -262,6 +263,17 @@ def _judge_change(measurement: Measurement, reference: StoredReference | None, t
     return _Change(state, ratio, (lo, hi), p_value, line)
 
 
+def too_noisy_reason(m: Measurement, threshold: float) -> str:
+    """Why ``m`` is too noisy for ``threshold``, in one line: a noise target looser than half the
+    threshold (meeting it cannot decide), or the target out of reach in the budget (the sampler's note)."""
+    decidable = threshold / 2.0
+    if m.noise_target > decidable:
+        return (f"why: its noise target +-{m.noise_target:.1%} is looser than +-{decidable:.2%}, half the {threshold:.1%}"
+                f" threshold; ask for noise <= {decidable:.3g} or a threshold >= {2.0 * m.noise_target:.3g}")
+    reach = next((note for note in m.notes if "out of reach" in note), None)
+    return f"why: {reach}" if reach else f"why: sampling stopped ({m.stop_reason}) before +-{decidable:.2%}"
+
+
 def _direction(ratio: float) -> str:
     return f"{abs(ratio - 1.0):.1%} {'slower' if ratio > 1.0 else 'faster'} than the reference"
 
@@ -307,8 +319,15 @@ def judge(measurement: Measurement, prediction: "Prediction | None", band: Mappi
         return verdict("inconclusive", f"inconclusive: all samples discarded ({discards}); nothing to judge", [])
 
     median_s = m.median_s
-    ci_s = m.ci_s or stats.median_ci(m.samples_s, m.ci_level)
-    rel = m.rel_ci_halfwidth if m.rel_ci_halfwidth is not None else stats.relative_halfwidth(ci_s, median_s)
+    if not m.ci_known or m.ci_s is None or m.rel_ci_halfwidth is None:
+        # Too few samples for a CI of the median: nothing is decided, and so nothing saved (store.policy).
+        kept = len(m.samples_s)
+        return verdict("inconclusive", f"inconclusive: CI of the median unknown ({kept} sample(s) kept; a"
+                                       f" {m.ci_level:.0%} CI needs at least {stats.ci_min_samples(m.ci_level)})",
+                       [f"measured {_time(median_s)} (median of {kept}; {m.mode}, stop: {m.stop_reason})",
+                        *(f"sampler: {note}" for note in m.notes)])
+    ci_s = m.ci_s
+    rel = m.rel_ci_halfwidth
     lines = [f"measured {_time(median_s)} (median; {m.ci_level:.0%} CI {_time(ci_s[0])}-"
              f"{_time(ci_s[1])}, +-{rel:.2%}; {len(m.samples_s)} samples, {m.mode}, stop: {m.stop_reason})"]
     # Model error is decided on the wider 1 - alpha interval, for the same stability as drift.
@@ -325,7 +344,8 @@ def judge(measurement: Measurement, prediction: "Prediction | None", band: Mappi
 
     if not rel <= threshold / 2.0:
         return verdict("inconclusive", f"inconclusive: too noisy to decide (CI of the median +-{rel:.2%},"
-                                       f" more than half the {threshold:.1%} threshold)", lines, **figures)
+                                       f" more than half the {threshold:.1%} threshold)", lines + [
+                                           too_noisy_reason(m, threshold)], **figures)
     if change.state == "drift":
         assert change.ratio is not None
         cause = find_cause(interval, reference_conditions, provenance, reference_provenance,
@@ -375,4 +395,4 @@ def judge(measurement: Measurement, prediction: "Prediction | None", band: Mappi
 
 
 __all__ = ["OUTCOMES", "StoredReference", "Verdict", "check_alpha", "check_band", "check_threshold",
-           "fails_for", "judge"]
+           "fails_for", "judge", "too_noisy_reason"]

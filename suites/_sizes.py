@@ -5,8 +5,11 @@ which binds the session's target at collection time so parameter lists follow th
 is really there: a working-set sweep runs from 16 KiB to past ``LLC_MULTIPLE`` times the
 last-level cache, whatever that cache is on the machine at hand.
 
-Quick runs (``--charz-quick``) keep a subset of every sweep: one point per octave up to
-``QUICK_MAX_BYTES``; the other points carry the ``charz_slow`` mark.
+Sweeps take two points per octave up to twice the last-level cache, where the levels' edges
+are, and one per octave beyond (main memory: flat, and every point there costs a large buffer),
+ending past ``LLC_MULTIPLE`` times the LLC. Quick runs (``--charz-quick``) keep a subset of every
+sweep: one point every two octaves (16 KiB, 64 KiB, 256 KiB...) up to ``QUICK_MAX_BYTES``; the
+other points carry the ``charz_slow`` mark.
 """
 from __future__ import annotations
 
@@ -122,19 +125,36 @@ def beyond_llc_bytes(plan: SizePlan) -> int:
     return min(wanted, plan.cap_bytes)
 
 
+#: Past this multiple of the LLC a sweep keeps one point per octave (the start's power-of-two multiples).
+DENSE_LLC_MULTIPLE = 2
+
+
+def _on_octave(size_bytes: int, every: int = 1) -> bool:
+    """Whether ``size_bytes`` is the sweep start times a power of two whose exponent ``every`` divides."""
+    ratio = size_bytes / SWEEP_START_BYTES
+    octave = math.log2(ratio) if ratio > 0 else -1.0
+    return abs(octave - round(octave)) < 1e-9 and round(octave) % every == 0
+
+
 def sweep_sizes(plan: SizePlan, per_octave: int = 2, stop_bytes: int | None = None) -> list[int]:
-    """The working-set sweep: 16 KiB to past 4x the LLC (or ``stop_bytes``), capped by the plan."""
+    """The working-set sweep: 16 KiB to past 4x the LLC (or ``stop_bytes``), capped by the plan;
+    ``per_octave`` points per octave up to ``DENSE_LLC_MULTIPLE`` x the LLC, one per octave
+    beyond it, and the last point kept."""
     stop = beyond_llc_bytes(plan) if stop_bytes is None else min(stop_bytes, plan.cap_bytes)
     sizes = geometric_sizes(SWEEP_START_BYTES, max(stop, SWEEP_START_BYTES), per_octave)
-    return [size for size in sizes if size <= plan.cap_bytes] or [SWEEP_START_BYTES]
+    sizes = [size for size in sizes if size <= plan.cap_bytes] or [SWEEP_START_BYTES]
+    llc = plan.llc_bytes
+    if llc:
+        dense_until = DENSE_LLC_MULTIPLE * llc
+        sizes = [size for i, size in enumerate(sizes)
+                 if size <= dense_until or _on_octave(size) or i == len(sizes) - 1]
+    return sizes
 
 
 def in_quick_sweep(size_bytes: int, per_octave: int) -> bool:
-    """Whether a sweep point stays in quick runs: a power-of-two multiple of the start, and no
-    larger than ``QUICK_MAX_BYTES``."""
-    ratio = size_bytes / SWEEP_START_BYTES
-    octave = math.log2(ratio) if ratio > 0 else -1.0
-    return size_bytes <= QUICK_MAX_BYTES and abs(octave - round(octave)) < 1e-9
+    """Whether a sweep point stays in quick runs: the start times a power of four (16 KiB,
+    64 KiB, 256 KiB, ...), and no larger than ``QUICK_MAX_BYTES``."""
+    return size_bytes <= QUICK_MAX_BYTES and _on_octave(size_bytes, every=2)
 
 
 def format_bytes_id(size_bytes: int) -> str:

@@ -15,6 +15,14 @@ and C written once; real traffic is higher when the operands exceed the caches.
 Every case first checks its kernel against a reference on fresh random inputs: sampled GEMM
 rows against a float64 product of the same (already rounded) inputs, within a bound
 proportional to ``|A| |B|``; FMA checksums against the closed form of the recurrence.
+
+Host GEMM sizes follow what the CPU does. Without native bf16 (the host spec derives no bf16
+peak: no avx512_bf16 or AMX), PyTorch's bf16 matmul converts every product and runs orders of
+magnitude below the fp32 GEMM (a 2048-cubed call took 48 s on a Zen 3 guest): the bf16 sizes are
+then chosen at collection from the bf16 rate measured here on one small GEMM, so that one call
+stays within ``GEMM_CALL_FRACTION`` of the case's budget; larger sizes are collected as skipped,
+saying why. Any case whose one call still runs over its budget is skipped by the sampler, with
+the cause added when the host spec tells it.
 """
 from __future__ import annotations
 
@@ -42,6 +50,11 @@ CPU_GEMM = [("numpy", "fp64", 64, True), ("numpy", "fp64", 256, False), ("numpy"
 GEMM_MAX_TIME_S = 1.0
 GEMM_LARGE_N = 2048
 GEMM_LARGE_MAX_TIME_S = 2.0
+#: Without native bf16 a host bf16 size is collected when one call, at the rate measured here,
+#: takes at most this fraction of its budget (warm-up, sizing and a CI's samples fit).
+GEMM_CALL_FRACTION = 1 / 20
+#: The size of the bf16 GEMM timed at collection on a CPU without native bf16 (a few ms there).
+BF16_PROBE_N = 256
 GPU_GEMM_DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8")
 GPU_GEMM_SIZES = ((512, True), (1024, False), (2048, True), (4096, False), (8192, True))
 GPU_FMA_DTYPES = ("fp64", "fp32", "fp16")
@@ -61,10 +74,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("cpu_fma", cases)
     if "cpu_gemm" in names:
         if plan.backend == "cpu":
-            cases = [pytest.param((library, dtype, n), id=f"{library}-{dtype}-{n}",
-                                  marks=([pytest.mark.charz_slow] if slow else []) + [pytest.mark.charz(
-                                      max_time=GEMM_LARGE_MAX_TIME_S if n >= GEMM_LARGE_N else GEMM_MAX_TIME_S)])
-                     for library, dtype, n, slow in CPU_GEMM]
+            from pytest_charz.session import session_for
+
+            binding = session_for(metafunc.config).bind()
+            cases = cpu_gemm_params(host_gemm_limits(binding.spec, binding.device))
         else:
             cases = not_this_backend("the host GEMM (NumPy, PyTorch CPU); test_gemm_gpu covers GPUs")
         metafunc.parametrize("cpu_gemm", cases)
@@ -91,10 +104,92 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("sim_gemm", cases)
 
 
+def gemm_budget_s(n: int) -> float:
+    """The budget of a host GEMM case of size ``n``, in seconds."""
+    return GEMM_LARGE_MAX_TIME_S if n >= GEMM_LARGE_N else GEMM_MAX_TIME_S
+
+
+def no_native_bf16(spec: Any) -> str | None:
+    """Why bf16 runs emulated on this target, or None when its spec states a bf16 peak."""
+    if spec.peak("bf16") is not None:
+        return None
+    return "no native bf16 on this CPU (its flags give no avx512_bf16 or AMX bf16)"
+
+
+def predicted_bf16_call_s(n: int, probe_rate_flop_per_s: float) -> float:
+    """Seconds of one emulated bf16 GEMM of size ``n`` from the rate of the ``BF16_PROBE_N``
+    probe: the emulated rate falls as the operands leave the caches (on a Zen 3 guest 1.3
+    GFLOP/s at 256, 0.9 at 1024, 0.36 at 2048), so larger sizes get a sqrt(n / 256) penalty."""
+    return 2.0 * n**3 / probe_rate_flop_per_s * max(1.0, (n / BF16_PROBE_N) ** 0.5)
+
+
+def cpu_gemm_params(skips: dict[tuple[str, int], str]) -> list[Any]:
+    """The host GEMM cases; ``skips`` maps (dtype, n) to why that size is not run here. When a
+    sweep loses every size a quick run keeps, its largest remaining size joins quick runs."""
+    kept = [(library, dtype, n, slow) for library, dtype, n, slow in CPU_GEMM if (dtype, n) not in skips]
+    quick_dtypes = {dtype for _, dtype, _, slow in kept if not slow}
+    largest = {dtype: max(n for _, d, n, _ in kept if d == dtype) for _, dtype, _, _ in kept}
+    params = []
+    for library, dtype, n, slow in CPU_GEMM:
+        reason = skips.get((dtype, n))
+        slow = slow and not (dtype not in quick_dtypes and largest.get(dtype) == n)
+        marks: list[Any] = [pytest.mark.charz(max_time=gemm_budget_s(n))]
+        if slow:
+            marks.append(pytest.mark.charz_slow)
+        if reason:
+            marks.append(pytest.mark.skip(reason=reason))
+        params.append(pytest.param((library, dtype, n), id=f"{library}-{dtype}-{n}", marks=marks))
+    return params
+
+
+def host_gemm_limits(spec: Any, device: Any) -> dict[tuple[str, int], str]:
+    """(dtype, n) -> why that host GEMM size is not collected to run on ``device`` (of target
+    ``spec``): on a CPU without native bf16, the bf16 sizes whose one call, at the bf16 rate
+    measured here, exceeds ``GEMM_CALL_FRACTION`` of their budget. Empty with native bf16 or
+    without PyTorch."""
+    cause = no_native_bf16(spec)
+    if cause is None:
+        return {}
+    rate = bf16_probe_rate(device)
+    if rate is None:
+        return {}
+    skips = {}
+    for _, dtype, n, _ in CPU_GEMM:
+        if dtype != "bf16":
+            continue
+        call_s = predicted_bf16_call_s(n, rate)
+        budget_s = gemm_budget_s(n)
+        if call_s > GEMM_CALL_FRACTION * budget_s:
+            skips[(dtype, n)] = (f"one call about {call_s:.2g} s (bf16 GEMM rate measured here {rate / 1e9:.3g} GFLOP/s"
+                                 f" at {BF16_PROBE_N}-cubed): over 1/{round(1 / GEMM_CALL_FRACTION)} of the"
+                                 f" {budget_s:g} s budget; {cause}")
+    return skips
+
+
+def bf16_probe_rate(device: Any) -> float | None:
+    """FLOP/s of one ``BF16_PROBE_N``-cubed bf16 ``torch.matmul`` on the host (best of two
+    after a first call), timed by the bound device; None without PyTorch."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    from _sizes import set_torch_threads
+
+    set_torch_threads(torch)
+    n = BF16_PROBE_N
+    a = torch.full((n, n), 1.0, dtype=torch.bfloat16)
+    b = torch.full((n, n), 0.5, dtype=torch.bfloat16)
+    c = torch.empty((n, n), dtype=torch.bfloat16)
+    work = Work(flops=2.0 * n**3, dtype="bf16", op="gemm")
+    device.time_batch(lambda: torch.matmul(a, b, out=c), 1, work)
+    best_s = min(device.time_batch(lambda: torch.matmul(a, b, out=c), 1, work) for _ in range(2))
+    return 2.0 * n**3 / best_s if best_s > 0 else None
+
+
 # ---------------------------------------------------------------- FMA peak, CPU
 
 
-@pytest.mark.charz(noise=0.01, max_time=1.0, quick={"max_time": 0.15})
+@pytest.mark.charz(noise=0.01, max_time=1.0, quick={"max_time": 0.08})
 def test_fma_cpu(charz: Any, device: Any, cpu_fma: tuple[str, int]) -> None:
     from pytest_charz.kernels import cpu
 
@@ -160,7 +255,7 @@ def gpu_fma_reference(dtype: str, threads: int, iters: int, mul: float, add: flo
     return final.sum(axis=1)  # type: ignore[no-any-return]
 
 
-@pytest.mark.charz(noise=0.01, max_time=1.0, quick={"max_time": 0.15})
+@pytest.mark.charz(noise=0.01, max_time=1.0, quick={"max_time": 0.08})
 def test_fma_gpu(charz: Any, device: Any, gpu_kernels: Any, gpu_fma_dtype: str) -> None:
     import cupy as cp
 
@@ -235,7 +330,7 @@ def gemm_backend(library: str) -> dict[str, Any]:
             "blas_threads": pool["num_threads"], "blas_vector_bits": pool["vector_bits"]}
 
 
-@pytest.mark.charz(noise=0.02, quick={"max_time": 0.15})      # budgets per parameter
+@pytest.mark.charz(noise=0.02, quick={"max_time": 0.08})      # budgets per parameter
 def test_gemm_cpu(charz: Any, device: Any, cpu_gemm: tuple[str, str, int]) -> None:
     library, dtype, n = cpu_gemm
     rows = charz.rng.choice(n, size=min(GEMM_CHECK_ROWS, n), replace=False)
@@ -266,7 +361,13 @@ def test_gemm_cpu(charz: Any, device: Any, cpu_gemm: tuple[str, str, int]) -> No
 
     work = Work(flops=2.0 * n**3, bytes=3.0 * n * n * itemsize, dtype=dtype, op="gemm",
                 shape={"m": n, "n": n, "k": n, "library": library, **gemm_backend(library)})
-    charz.measure(run, work=work)
+    from pytest_charz.measure.sampler import OverBudget
+
+    try:
+        charz.measure(run, work=work)
+    except OverBudget as exc:
+        cause = no_native_bf16(charz.target) if dtype == "bf16" else None
+        pytest.skip(f"{exc}; {cause}" if cause else str(exc))
 
 
 # ---------------------------------------------------------------- GEMM, GPU
@@ -333,7 +434,7 @@ def _gpu_gemm_skip_reason(torch: Any, device: Any, dtype: str) -> str | None:
     return None
 
 
-@pytest.mark.charz(noise=0.02, max_time=1.0, quick={"max_time": 0.15})
+@pytest.mark.charz(noise=0.02, max_time=1.0, quick={"max_time": 0.08})
 def test_gemm_gpu(charz: Any, device: Any, gpu_torch: Any, torch_device: Any, gpu_gemm: tuple[str, int]) -> None:
     torch = gpu_torch
     dtype, n = gpu_gemm
@@ -364,7 +465,7 @@ def gpu_gemm_work(dtype: str, n: int) -> Work:
                 launches=1, op="gemm", shape={"m": n, "n": n, "k": n, "library": "torch"})
 
 
-@pytest.mark.charz(noise=0.02, max_time=1.0, quick={"max_time": 0.15})
+@pytest.mark.charz(noise=0.02, max_time=1.0, quick={"max_time": 0.08})
 def test_gemm_sim(charz: Any, target: Any, sim_gemm: tuple[str, int]) -> None:
     """The GPU GEMM cases on a simulated device: the same Work, timed by the simulator."""
     dtype, n = sim_gemm

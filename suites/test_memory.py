@@ -184,7 +184,7 @@ def dram_probe(charz: Any, size_plan: Any, where: str) -> None:
                                          "line_bytes": CHASE_LINE_BYTES, "steps": steps}), name="latency")
 
 
-@pytest.mark.charz(noise=0.03, max_time=0.25, quick={"max_time": 0.1})
+@pytest.mark.charz(noise=0.025, max_time=0.5, quick={"max_time": 0.08})
 def test_probe_start_cpu(charz: Any, device: Any, size_plan: Any) -> None:
     if size_plan.backend != "cpu":
         pytest.skip("the DRAM probe reads host memory")
@@ -216,7 +216,7 @@ def stream_expected(kernel: str, a: Any, b: Any, c: Any) -> tuple[str, Any]:
     }[kernel]
 
 
-@pytest.mark.charz(noise=0.02, quick={"max_time": 0.15})      # budgets per parameter
+@pytest.mark.charz(noise=0.02, quick={"max_time": 0.08})      # budgets per parameter
 def test_stream_cpu(charz: Any, device: Any, size_plan: Any, stream_case: tuple[str, int]) -> None:
     from pytest_charz.kernels import cpu
 
@@ -242,7 +242,7 @@ def test_stream_cpu(charz: Any, device: Any, size_plan: Any, stream_case: tuple[
 # ---------------------------------------------------------------- read bandwidth by working set, CPU
 
 
-@pytest.mark.charz(noise=0.02, quick={"max_time": 0.12})      # budgets per parameter
+@pytest.mark.charz(noise=0.02, quick={"max_time": 0.08})      # budgets per parameter
 def test_read_cpu(charz: Any, device: Any, size_plan: Any, read_case: tuple[int, int]) -> None:
     from pytest_charz.kernels import cpu
 
@@ -262,7 +262,8 @@ def test_read_cpu(charz: Any, device: Any, size_plan: Any, read_case: tuple[int,
     assert total[0] == pytest.approx(reps * float(np.sum(buffer)), rel=1e-9)
 
 
-@pytest.mark.charz(noise=0.03, max_time=0.25, quick={"max_time": 0.1})
+@pytest.mark.charz_slow        # quick runs probe once, at the start
+@pytest.mark.charz(noise=0.025, max_time=0.5, quick={"max_time": 0.08})
 def test_probe_middle_cpu(charz: Any, device: Any, size_plan: Any) -> None:
     if size_plan.backend != "cpu":
         pytest.skip("the DRAM probe reads host memory")
@@ -288,7 +289,7 @@ def check_chase_buffer(buffer: np.ndarray, line_bytes: int) -> None:
     assert np.all(np.bincount(links // words, minlength=len(links)) == 1)
 
 
-@pytest.mark.charz(noise=0.02, max_time=0.35, quick={"max_time": 0.12})
+@pytest.mark.charz(noise=0.02, max_time=0.35, quick={"max_time": 0.08})
 def test_chase_cpu(charz: Any, device: Any, pytestconfig: pytest.Config, chase_case: tuple[str, int]) -> None:
     from pytest_charz.errors import CharzError
     from pytest_charz.kernels import cpu
@@ -330,7 +331,8 @@ def test_chase_cpu(charz: Any, device: Any, pytestconfig: pytest.Config, chase_c
     assert 0 <= position[0] < len(buffer) and position[0] % (CHASE_LINE_BYTES // 8) == 0
 
 
-@pytest.mark.charz(noise=0.03, max_time=0.25, quick={"max_time": 0.1})
+@pytest.mark.charz_slow        # quick runs probe once, at the start
+@pytest.mark.charz(noise=0.025, max_time=0.5, quick={"max_time": 0.08})
 def test_probe_end_cpu(charz: Any, device: Any, size_plan: Any) -> None:
     if size_plan.backend != "cpu":
         pytest.skip("the DRAM probe reads host memory")
@@ -355,7 +357,7 @@ def _check_gpu_stream(cp: Any, kernels: Any, kernel: str, a: Any, b: Any, c: Any
     np.testing.assert_allclose(cp.asnumpy(got), cp.asnumpy(expected), rtol=1e-14)
 
 
-@pytest.mark.charz(noise=0.01, max_time=1.0, quick={"max_time": 0.15})
+@pytest.mark.charz(noise=0.01, max_time=1.0, quick={"max_time": 0.08})
 def test_stream_gpu(charz: Any, device: Any, size_plan: Any, gpu_kernels: Any, gpu_stream_kernel: str) -> None:
     import cupy as cp
 
@@ -378,7 +380,7 @@ def test_stream_gpu(charz: Any, device: Any, size_plan: Any, gpu_kernels: Any, g
     charz.measure(lambda: gpu_kernels.stream(kernel, a, b, c, scalar=STREAM_SCALAR, blocks=blocks), work=work)
 
 
-@pytest.mark.charz(noise=0.01, max_time=1.0, quick={"max_time": 0.15})
+@pytest.mark.charz(noise=0.01, max_time=1.0, quick={"max_time": 0.08})
 def test_stream_sim(charz: Any, size_plan: Any, sim_stream_kernel: str) -> None:
     """The device STREAM cases on a simulated device: the Work of ``test_stream_gpu`` (arrays past
     4x the LLC), timed by the simulator; no array is allocated."""
@@ -395,7 +397,7 @@ def test_stream_sim(charz: Any, size_plan: Any, sim_stream_kernel: str) -> None:
     charz.measure(simulated_call, work=work)
 
 
-@pytest.mark.charz(noise=0.02, max_time=0.5, quick={"max_time": 0.15})
+@pytest.mark.charz(noise=0.02, max_time=0.5, quick={"max_time": 0.08})
 def test_copy_gpu(charz: Any, device: Any, size_plan: Any, gpu_kernels: Any, gpu_copy_bytes: int) -> None:
     import cupy as cp
 
@@ -428,7 +430,7 @@ def gpu_chase_table(slots: int, stride_elements: int, rng: np.random.Generator) 
     return table, order
 
 
-@pytest.mark.charz(noise=0.02, max_time=0.35, quick={"max_time": 0.12})
+@pytest.mark.charz(noise=0.02, max_time=0.35, quick={"max_time": 0.08})
 def test_chase_gpu(charz: Any, device: Any, gpu_kernels: Any, gpu_chase_bytes: int) -> None:
     import cupy as cp
 

@@ -1,7 +1,7 @@
 """Movement: copies over sizes, for the alpha-beta fit (latency + size / bandwidth) per kind.
 
 CPU-only host: the C library's ``memcpy`` on one thread, as a program's own copies run, from
-4 KiB to 1 GiB (capped by available memory), kind ``host``: small copies give the per-call cost,
+4 KiB to twice the last-level cache or 1 GiB (capped by available memory), kind ``host``: small copies give the per-call cost,
 large ones one core's copy bandwidth (the all-core copy bandwidth is STREAM copy's, in
 ``test_memory``). One thread also keeps the fit clean: a team of threads would add its wake-up,
 and on a loaded machine a preempted worker, to every small copy.
@@ -49,11 +49,22 @@ NUMA_ALL_PAIRS_MAX = 4
 GPU_KINDS = (("h2d", False), ("h2d", True), ("d2h", False), ("d2h", True), ("d2d", False))
 
 
-def copy_sizes(cap_bytes: int) -> list[int]:
-    """4 KiB, 16 KiB, ... (x4) up to 1 GiB or ``cap_bytes``."""
+#: A host copy this many times the LLC reads and writes main memory only: the sweep ends there.
+COPY_LLC_MULTIPLE = 2
+#: Host copies from this size up take a tenth of a second or more a call: a budget that fits a CI's samples.
+LARGE_COPY_BYTES = 256 << 20
+LARGE_COPY_MAX_TIME_S = 1.0
+
+
+def copy_sizes(cap_bytes: int, llc_bytes: int | None = None) -> list[int]:
+    """4 KiB, 16 KiB, ... (x4) up to 1 GiB or ``cap_bytes``; with ``llc_bytes``, ending at the
+    first size of at least ``COPY_LLC_MULTIPLE`` x the LLC (larger copies only cost time to set up:
+    a 1 GiB copy took 10 s of allocation and checks on a 2-vCPU guest with a 32 MiB LLC)."""
     sizes, size = [], 4 * KIB
     while size <= min(MAX_COPY_BYTES, cap_bytes):
         sizes.append(size)
+        if llc_bytes and size >= COPY_LLC_MULTIPLE * llc_bytes:
+            break
         size *= 4
     return sizes
 
@@ -69,8 +80,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "host_copy_bytes" in metafunc.fixturenames:
         if plan.backend == "cpu":
             cases = [pytest.param(size, id=format_bytes_id(size),
-                                  marks=[] if in_quick_copies(size) else [pytest.mark.charz_slow])
-                     for size in copy_sizes(plan.cap_bytes)]
+                                  marks=([] if in_quick_copies(size) else [pytest.mark.charz_slow])
+                                  + ([pytest.mark.charz(max_time=LARGE_COPY_MAX_TIME_S)] if size >= LARGE_COPY_BYTES else []))
+                     for size in copy_sizes(plan.cap_bytes, plan.llc_bytes)]
         else:
             cases = not_this_backend(f"a host memcpy case; the bound device is {plan.backend}, see test_transfer_gpu")
         metafunc.parametrize("host_copy_bytes", cases)
@@ -160,7 +172,7 @@ def random_bytes(rng: np.random.Generator, nbytes: int) -> np.ndarray:
     return np.resize(block, nbytes)
 
 
-@pytest.mark.charz(noise=0.02, max_time=0.4, quick={"max_time": 0.12})
+@pytest.mark.charz(noise=0.02, max_time=0.4, quick={"max_time": 0.08})
 def test_memcpy_cpu(charz: Any, device: Any, host_copy_bytes: int) -> None:
     from pytest_charz.kernels import cpu
 
@@ -177,7 +189,7 @@ def test_memcpy_cpu(charz: Any, device: Any, host_copy_bytes: int) -> None:
     charz.measure(lambda: cpu.memcpy(dst, src, threads=threads), work=work)
 
 
-@pytest.mark.charz(noise=0.02, max_time=0.4, quick={"max_time": 0.12})
+@pytest.mark.charz(noise=0.02, max_time=0.4, quick={"max_time": 0.08})
 def test_numa_copy_cpu(charz: Any, device: Any, numa_copy: tuple[int, int, int]) -> None:
     from pytest_charz.devices import numa
     from pytest_charz.kernels import cpu
@@ -199,7 +211,7 @@ def test_numa_copy_cpu(charz: Any, device: Any, numa_copy: tuple[int, int, int])
         charz.measure(lambda: cpu.memcpy(dst, src, threads=1), work=work)
 
 
-@pytest.mark.charz(noise=0.02, max_time=0.5, quick={"max_time": 0.12})
+@pytest.mark.charz(noise=0.02, max_time=0.5, quick={"max_time": 0.08})
 def test_transfer_gpu(charz: Any, device: Any, gpu_torch: Any, torch_device: Any,
                       gpu_transfer: tuple[str, bool, int]) -> None:
     torch = gpu_torch
@@ -228,7 +240,7 @@ def test_transfer_gpu(charz: Any, device: Any, gpu_torch: Any, torch_device: Any
     charz.measure(run, work=work)
 
 
-@pytest.mark.charz(noise=0.02, max_time=0.5, quick={"max_time": 0.12})
+@pytest.mark.charz(noise=0.02, max_time=0.5, quick={"max_time": 0.08})
 def test_peer_transfer_gpu(charz: Any, device: Any, gpu_torch: Any, peer_transfer: tuple[str, int, int]) -> None:
     direction, peer, nbytes = peer_transfer
     data = gpu_torch.from_numpy(random_bytes(charz.rng, nbytes))

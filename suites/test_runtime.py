@@ -57,7 +57,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 # ---------------------------------------------------------------- CPU
 
 
-@pytest.mark.charz(noise=0.02, max_time=0.5, quick={"max_time": 0.12})
+@pytest.mark.charz(noise=0.02, max_time=0.5, quick={"max_time": 0.08})
 def test_dispatch_cpu(charz: Any, device: Any, dispatch_kind: str) -> None:
     x, y = charz.rng.uniform(1.0, 2.0, 1), charz.rng.uniform(1.0, 2.0, 1)
     if dispatch_kind == "numpy-add":
@@ -119,7 +119,7 @@ def _module_stack(torch: Any) -> Any:
     return nn.Sequential(*(Block(MODULE_WIDTH, MODULE_HEADS) for _ in range(MODULE_BLOCKS))).eval()
 
 
-@pytest.mark.charz(noise=0.02, max_time=0.5, quick={"max_time": 0.12})
+@pytest.mark.charz(noise=0.02, max_time=0.5, quick={"max_time": 0.08})
 def test_module_dispatch_cpu(charz: Any, device: Any) -> None:
     """Host time per op of eager model code: the ops a capture of the module records (views
     folded away, as in a workload graph), timed together; ``dispatch:torch-module`` in the profile."""
@@ -154,7 +154,7 @@ FRESH_ELEMENTS = 10 << 20
 FRESH_STRIDE = 1024
 
 
-@pytest.mark.charz(noise=0.03, max_time=1.0, quick={"max_time": 0.3})
+@pytest.mark.charz(noise=0.025, max_time=1.0, quick={"max_time": 0.2})
 def test_fresh_pages_cpu(charz: Any, device: Any) -> None:
     """What a page a PyTorch tensor gets fresh from the operating system costs: a 40 MiB tensor
     allocated, one element written per page (each write faults the page in, which zeroes it),
@@ -177,7 +177,7 @@ def test_fresh_pages_cpu(charz: Any, device: Any) -> None:
                                                          "pages": pages, "bytes_allocated": FRESH_ELEMENTS * 4}))
 
 
-@pytest.mark.charz(noise=0.02, max_time=0.5, quick={"max_time": 0.12})
+@pytest.mark.charz(noise=0.02, max_time=0.5, quick={"max_time": 0.08})
 def test_fork_join_cpu(charz: Any, device: Any, size_plan: Any) -> None:
     if device.backend != "cpu":
         pytest.skip(f"OpenMP fork/join on the host; the bound device is {device.backend}")
@@ -212,7 +212,7 @@ def _capture_graph(torch: Any, torch_device: Any, body: Any) -> Any:
     return graph
 
 
-@pytest.mark.charz(noise=0.02, max_time=0.5, quick={"max_time": 0.15})
+@pytest.mark.charz(noise=0.02, max_time=0.5, quick={"max_time": 0.08})
 def test_launch_gpu(charz: Any, device: Any, gpu_torch: Any, torch_device: Any, launch_kind: str) -> None:
     torch = gpu_torch
     raw = launch_kind in ("empty-kernel", "empty-kernel-sync", "graph-empty-kernel")
@@ -283,7 +283,7 @@ def test_launch_gpu(charz: Any, device: Any, gpu_torch: Any, torch_device: Any, 
     charz.measure(run, work=work)
 
 
-@pytest.mark.charz(noise=0.02, max_time=0.5, quick={"max_time": 0.15})
+@pytest.mark.charz(noise=0.02, max_time=0.5, quick={"max_time": 0.08})
 def test_launch_sim(charz: Any, sim_launch_kind: str) -> None:
     """The GPU launch cases on a simulated device: the Work of ``test_launch_gpu``."""
     launches, op = {"empty-kernel": (LAUNCHES_PER_CALL, "launch"), "empty-kernel-sync": (1, "launch"),

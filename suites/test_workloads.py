@@ -182,7 +182,7 @@ def _graph_work(graph: Any, shape: dict[str, Any]) -> Work:
     return Work(graph.flops_by_dtype(), levels, launches=graph.launches, op="workload", shape=shape)
 
 
-@pytest.mark.charz(noise=0.03, max_time=2.0, quick={"max_time": 0.5})
+@pytest.mark.charz(noise=0.025, max_time=1.0, quick={"max_time": 0.15})
 def test_workload(charz: Any, device: Any, transformers_torch: Any, workload: tuple[str, str]) -> None:
     torch = transformers_torch
     from pytest_charz.workloads.capture import capture
@@ -273,7 +273,7 @@ def test_workload(charz: Any, device: Any, transformers_torch: Any, workload: tu
         charz.measure(run, work=work, name="end-to-end", ops=timed)
 
 
-@pytest.mark.charz(noise=0.03, max_time=2.0, quick={"max_time": 0.5})
+@pytest.mark.charz(noise=0.025, max_time=2.0, quick={"max_time": 0.5})
 def test_workload_sim(charz: Any, sim_workload: tuple[str, str]) -> None:
     """The workload cases on a simulated device: the analytical graph of the published config at
     the GPU size of ``test_workload`` (two layers, all layers for the slow cases), timed op by op

@@ -89,3 +89,36 @@ def test_empty_inputs_raise():
 @given(samples)
 def test_tukey_outliers_never_exceed_the_sample_count(xs):
     assert 0 <= stats.tukey_outliers(xs) <= len(xs)
+
+
+@pytest.mark.parametrize("level, fewest", [(0.8, 4), (0.9, 5), (0.95, 6), (0.99, 8)])
+def test_a_ci_of_the_median_needs_a_few_samples(level, fewest):
+    assert stats.ci_min_samples(level) == fewest
+    assert stats.median_ci_ranks(fewest - 1, level) is None
+    assert stats.median_ci_ranks(fewest, level) is not None
+    # fewer samples: even the full range covers the median less often than asked
+    assert 1 - 2 * binom.cdf(0, fewest - 1, 0.5) < level <= 1 - 2 * binom.cdf(0, fewest, 0.5)
+
+
+@given(samples)
+def test_known_median_ci_is_none_below_the_fewest_samples(xs):
+    ci = stats.known_median_ci(xs)
+    if len(xs) < stats.ci_min_samples(0.95):
+        assert ci is None
+    else:
+        assert ci == stats.median_ci(xs)
+
+
+def test_one_sample_has_no_known_ci():
+    assert stats.known_median_ci([1e-3]) is None
+    assert stats.median_ci([1e-3]) == (1e-3, 1e-3)        # the range, whose coverage is 0
+
+
+@given(st.floats(min_value=1e-4, max_value=10.0), st.integers(min_value=1, max_value=10_000),
+       st.floats(min_value=1e-4, max_value=1.0))
+def test_samples_for_a_halfwidth_scale_as_the_square(rel, n, target):
+    wanted = stats.samples_for_halfwidth(rel, n, target)
+    assert wanted >= n
+    if rel > target:
+        assert wanted == pytest.approx(n * (rel / target) ** 2, rel=1e-6, abs=1)
+    assert stats.samples_for_halfwidth(2 * rel, n, target) >= wanted

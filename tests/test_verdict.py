@@ -293,3 +293,66 @@ def test_a_bad_threshold_names_the_case_and_leaves_the_store_alone() -> None:
     with pytest.raises(UsageError, match=r"test_triad\[1MiB\]: drift threshold must be a fraction in \(0, 1\)"):
         evaluate(store, draw(1), threshold=1.5)
     assert store.get(TARGET, SUITE, CASE) is None
+
+
+# ---------------------------------------------------------------- CI unknown, and why a case is too noisy
+
+
+def test_one_sample_is_inconclusive_with_its_ci_unknown_and_never_saved() -> None:
+    one = measurement([BASE_S])
+    assert one.ci_s is None and one.rel_ci_halfwidth is None and not one.noise_met
+    verdict = judge(one, prediction(), BAND, None, CLEAN, None, PROVENANCE, None)
+    assert verdict.outcome == "inconclusive" and not verdict.fails
+    assert verdict.message.startswith("inconclusive: CI of the median unknown (1 sample(s) kept; a 95% CI needs at least 6)")
+    assert "+-0.0" not in verdict.message and "±0.0" not in verdict.message
+    # the store's rule refuses it: no reference from a measurement whose CI is unknown
+    store = InMemoryStore()
+    saved = evaluate_case(case([BASE_S]), store, TARGET, prediction(), None, PROVENANCE)
+    assert saved.baseline == "not saved: the measurement is inconclusive"
+    assert store.get(TARGET, SUITE, CASE) is None
+
+
+def test_five_samples_have_no_95_percent_ci_either() -> None:
+    five = measurement(draw(1, n=5))
+    assert not five.ci_known
+    assert judge(five, None, None, None, CLEAN, None, PROVENANCE, None).outcome == "inconclusive"
+    six = measurement(draw(1, n=6))
+    assert six.ci_known and six.rel_ci_halfwidth is not None
+
+
+def test_a_noise_target_looser_than_half_the_threshold_is_named_as_the_reason() -> None:
+    samples = draw(1, sigma=0.15, n=40)
+    m = measurement(samples)
+    assert m.rel_ci_halfwidth is not None and 0.025 < m.rel_ci_halfwidth
+    loose = Measurement(m.samples_s, m.inner_loops, m.mode, {}, 3, "noise-target", 0.5, 0.03 + m.rel_ci_halfwidth,
+                        0.95, m.median_s, m.ci_s, m.iqr_s, m.rel_ci_halfwidth, m.outliers, 1e-9)
+    assert loose.noise_met
+    verdict = judge(loose, None, None, None, CLEAN, None, PROVENANCE, None)
+    assert verdict.outcome == "inconclusive" and "too noisy to decide" in verdict.message
+    assert "is looser than +-2.50%, half the 5.0% threshold" in verdict.message
+    missed = Measurement(m.samples_s, m.inner_loops, m.mode, {}, 3, "time-budget", 0.5, 0.01, 0.95, m.median_s,
+                         m.ci_s, m.iqr_s, m.rel_ci_halfwidth, m.outliers, 1e-9,
+                         notes=("noise target +-1.0% out of reach in the 500 ms budget here: ...",))
+    reason = judge(missed, None, None, None, CLEAN, None, PROVENANCE, None).message
+    assert "why: noise target +-1.0% out of reach in the 500 ms budget here" in reason
+
+
+def test_the_zen3_runs_one_sample_cases_are_now_refused_as_references() -> None:
+    """The recorded Zen 3 run saved its one-sample cases (bf16 GEMMs of 48 s and 2.4 s a call,
+    the 256 MiB reduce-scatter) as references with a "+-0.0%" CI; judged again they are not."""
+    from pathlib import Path
+
+    from pytest_charz.run import load_run
+
+    run = load_run(str(Path(__file__).parent / "data" / "runs" / "amd-epyc-zen3-kvm-2vcpu.run.json.gz"))
+    ones = [c for c in run.cases if len(c.measurement.samples_s) == 1]
+    assert {c.id.rsplit("::", 1)[-1] for c in ones} >= {"test_gemm_cpu[torch-bf16-2048]", "test_gemm_cpu[torch-bf16-1024]"}
+    saved_then = {c.id.rsplit("::", 1)[-1] for c in ones if c.verdict is not None and c.verdict.baseline == "saved: new case"}
+    assert {"test_gemm_cpu[torch-bf16-2048]", "test_gemm_cpu[torch-bf16-1024]"} <= saved_then     # what happened then
+    store = InMemoryStore()
+    for c in ones:
+        assert not c.measurement.noise_met and not c.measurement.ci_known
+        verdict = evaluate_case(c, store, "cpu-zen3", None, None, PROVENANCE)
+        assert verdict.outcome == "inconclusive" and "CI of the median unknown" in verdict.message
+        assert verdict.baseline == "not saved: the measurement is inconclusive"
+        assert store.get("cpu-zen3", c.suite, c.id) is None

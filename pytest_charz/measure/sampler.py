@@ -5,6 +5,14 @@ after the device's caches are flushed (the flush is not timed). Sampling stops w
 distribution-free CI of the median is within the noise target (after a minimum of samples and of
 measured time), when the case's time budget ends, or at a sample cap. Samples the device rejects
 (throttled clocks) are discarded, counted by reason, and followed by a growing recovery pause.
+
+The budget holds: the first call tells what one call costs here, and a case whose one call takes
+longer than its whole budget is not measured (:class:`OverBudget`, after that one call); any
+other case ends within its budget plus one batch, or, while it has fewer samples than a CI of
+the median needs at its level (6 at 95%), within twice its budget. A measurement left with
+fewer has an unknown CI (``ci_s`` and ``rel_ci_halfwidth`` None) and never meets its noise
+target; one that runs out of budget says in its notes how far its target was and what would
+reach it.
 """
 from __future__ import annotations
 
@@ -12,7 +20,8 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from ..errors import UsageError, check_choice, check_positive
+from ..errors import CharzError, UsageError, check_choice, check_positive
+from ..units import format_time
 from ..work import Work
 from . import clock, stats
 
@@ -62,7 +71,20 @@ class SamplerSettings:
         return asdict(self)
 
 
-QUICK = dict(min_samples=5, min_time_s=0.005, max_time_s=0.15, warmup_s=0.005)
+QUICK = dict(min_samples=6, min_time_s=0.005, max_time_s=0.08, warmup_s=0.005)
+
+
+class OverBudget(CharzError):
+    """One call of the case takes longer than its whole time budget on this machine, so the
+    case is not measured (the sampler stops after that first call). ``call_s`` is the first
+    call's wall time and ``budget_s`` the budget, in seconds; the message says both, e.g.
+    ``one call 48 s: over the 2 s budget``. The suites skip such a case with this reason, to which
+    they add the cause when the host tells it (no native bf16, ...)."""
+
+    def __init__(self, call_s: float, budget_s: float) -> None:
+        self.call_s = float(call_s)
+        self.budget_s = float(budget_s)
+        super().__init__(f"one call {format_time(call_s)}: over the {format_time(budget_s)} budget")
 
 
 @dataclass(frozen=True)
@@ -88,8 +110,17 @@ class Measurement:
     sampling_s: float = 0.0              # time in the sampling loop (after warm-up and inner-loop sizing)
 
     @property
+    def ci_known(self) -> bool:
+        """Whether the measurement has a CI of the median at its level: enough kept samples
+        (:func:`stats.ci_min_samples`, 6 at 95%). Runs recorded before this rule gave one
+        sample a zero-width CI; it is not known either."""
+        return (self.ci_s is not None and self.rel_ci_halfwidth is not None
+                and len(self.samples_s) >= stats.ci_min_samples(self.ci_level))
+
+    @property
     def noise_met(self) -> bool:
-        return self.rel_ci_halfwidth is not None and self.rel_ci_halfwidth <= self.noise_target
+        """Whether the CI of the median is known and within the noise target."""
+        return self.ci_known and self.rel_ci_halfwidth is not None and self.rel_ci_halfwidth <= self.noise_target
 
     @property
     def discarded_total(self) -> int:
@@ -151,12 +182,16 @@ class Measurement:
 def summarize(
     samples_s: list[float], settings: SamplerSettings
 ) -> tuple[float | None, tuple[float, float] | None, tuple[float, float] | None, float | None, int]:
-    """Median, CI, IQR, relative CI half-width and outlier count of per-call sample times."""
+    """Median, CI, IQR, relative CI half-width and outlier count of per-call sample times.
+
+    The CI and its half-width are None when there are too few samples for a CI of the median
+    at ``settings.ci_level`` (:func:`stats.ci_min_samples`): unknown, never a zero width."""
     if not samples_s:
         return None, None, None, None, 0
     med = stats.median(samples_s)
-    ci = stats.median_ci(samples_s, settings.ci_level)
-    return med, ci, stats.iqr(samples_s), stats.relative_halfwidth(ci, med), stats.tukey_outliers(samples_s)
+    ci = stats.known_median_ci(samples_s, settings.ci_level)
+    rel = stats.relative_halfwidth(ci, med) if ci is not None else None
+    return med, ci, stats.iqr(samples_s), rel, stats.tukey_outliers(samples_s)
 
 
 def _next_check(n: int) -> int:
@@ -164,10 +199,34 @@ def _next_check(n: int) -> int:
     return n + max(1, n // 8)
 
 
+def noise_note(samples: int, rel_halfwidth: float | None, sampling_s: float, settings: SamplerSettings) -> str | None:
+    """Why a measurement that ran out of budget missed its noise target, and what would reach
+    it: ``samples`` kept in ``sampling_s`` seconds of sampling with this relative CI half-width
+    (None: too few samples for a CI). None when the target was met."""
+    needed = stats.ci_min_samples(settings.ci_level)
+    if rel_halfwidth is None:
+        if samples == 0:
+            return None
+        return (f"CI unknown: {samples} sample(s) kept in the {format_time(settings.max_time_s)} budget; "
+                f"a {settings.ci_level:.0%} CI of the median needs at least {needed}")
+    if rel_halfwidth <= settings.noise_target:
+        return None
+    if not math.isfinite(rel_halfwidth) or samples <= 0:
+        return f"noise target +-{settings.noise_target:.1%} not reached: CI of the median +-{rel_halfwidth}"
+    wanted = stats.samples_for_halfwidth(rel_halfwidth, samples, settings.noise_target)
+    wanted_s = sampling_s * wanted / samples
+    return (f"noise target +-{settings.noise_target:.1%} out of reach in the {format_time(settings.max_time_s)} "
+            f"budget here: +-{rel_halfwidth:.1%} after {samples} samples; about {wanted} samples "
+            f"({format_time(wanted_s, 2)} of sampling) would reach it")
+
+
 def sample(device: "Device", fn: Callable[[], Any], settings: SamplerSettings,
            work: Work | None = None) -> Measurement:
     """Measure ``fn`` on ``device`` as ``settings`` say. Never raises for noise: a case that runs
     out of budget returns its samples with ``stop_reason="time-budget"``.
+
+    Raises :class:`OverBudget` after the first call when that one call took longer than the
+    whole budget (``settings.max_time_s``): the case cannot be measured here within it.
 
     ``work`` is what one call of ``fn`` does; every batch hands it to the device with ``fn``
     (``Device.time_batch``), so a simulated device can time work it does not execute. None is
@@ -184,25 +243,35 @@ def sample(device: "Device", fn: Callable[[], Any], settings: SamplerSettings,
         return clock.now_ns() - start_ns
 
     # Warm-up: at least one call (first-call costs: page faults, JIT, caches), then until warmup_s.
+    # The first call's wall time is what one call costs here: longer than the whole budget, and
+    # the case is not measured (a second call would only run the budget over further).
     warmup_calls = 0
+    last_call_s = 0.0
     while True:
         if settings.mode == "cold":
             device.flush_caches()
-        device.time_batch(fn, 1, work)
+        call_start_ns = clock.now_ns()
+        last_call_s = device.time_batch(fn, 1, work)
         warmup_calls += 1
+        if warmup_calls == 1:
+            first_wall_s = (clock.now_ns() - call_start_ns) / 1e9
+            if first_wall_s > settings.max_time_s:
+                raise OverBudget(first_wall_s, settings.max_time_s)
         if elapsed_ns() >= settings.warmup_s * 1e9 or elapsed_ns() >= budget_ns / 4:
             break
 
-    # Inner-loop sizing (hot mode): grow the batch until it lasts min_batch_s and 200 ticks.
+    # Inner-loop sizing (hot mode): grow the batch until it lasts min_batch_s and 200 ticks; a
+    # warm-up call that already lasts that long sets inner = 1 without another call.
     inner = 1
     target_batch_s = max(settings.min_batch_s, 200 * resolution_s)
     if settings.mode == "hot":
+        batch_s = last_call_s
         while inner < 1 << 30:
-            batch_s = device.time_batch(fn, inner, work)
             if batch_s >= target_batch_s or elapsed_ns() >= budget_ns / 2:
                 break
             grow = 2.0 if batch_s <= 0 else min(10.0, max(1.5, 1.2 * target_batch_s / batch_s))
             inner = int(math.ceil(inner * grow))
+            batch_s = device.time_batch(fn, inner, work)
     elif 200 * resolution_s > settings.min_batch_s:
         notes.append("cold samples are single calls; calls shorter than 200 timer ticks are imprecise")
 
@@ -211,9 +280,14 @@ def sample(device: "Device", fn: Callable[[], Any], settings: SamplerSettings,
     discarded: dict[str, int] = {}
     measured_s = 0.0
     recovery_s = settings.recovery_s
-    next_check = settings.min_samples
+    # No CI of the median exists below ci_min_samples: the noise check waits for them, and the
+    # budget may stretch to twice itself to take them (never further: a call too long for that
+    # leaves the CI unknown).
+    ci_samples = stats.ci_min_samples(settings.ci_level)
+    next_check = max(settings.min_samples, ci_samples)
     stop_reason = "time-budget"
     while True:
+        batch_start_ns = clock.now_ns()
         if settings.mode == "cold":
             device.flush_caches()
         batch_s = device.time_batch(fn, inner, work)
@@ -238,12 +312,17 @@ def sample(device: "Device", fn: Callable[[], Any], settings: SamplerSettings,
         if n >= settings.max_samples:
             stop_reason = "max-samples"
             break
-        if elapsed_ns() >= budget_ns:
+        if elapsed_ns() >= budget_ns and (
+                n >= ci_samples or elapsed_ns() + (clock.now_ns() - batch_start_ns) > 2 * budget_ns):
             break
     sampling_s = (clock.now_ns() - sampling_start_ns) / 1e9
     if not samples:
         stop_reason = "all-discarded"
     med, ci, quartiles, rel, outliers = summarize(samples, settings)
+    if stop_reason != "noise-target":
+        note = noise_note(len(samples), rel, sampling_s, settings)
+        if note:
+            notes.append(note)
     return Measurement(
         samples_s=tuple(samples),
         inner_loops=inner,

@@ -85,11 +85,24 @@ def median_ci_ranks(n: int, level: float = 0.95) -> tuple[int, int] | None:
     return lo, hi
 
 
+@functools.lru_cache(maxsize=64)
+def ci_min_samples(level: float = 0.95) -> int:
+    """The fewest samples whose distribution-free ``level`` CI of the median exists: 6 at 95%,
+    8 at 99%. With fewer, even the full range (min, max) covers the median with a probability
+    below ``level`` (1 - 2 / 2**n), so the CI at that level is unknown, not zero or the range."""
+    n = 1
+    while median_ci_ranks(n, level) is None:
+        n += 1
+    return n
+
+
 def median_ci(samples: Sequence[float], level: float = 0.95) -> tuple[float, float]:
     """Distribution-free ``level`` confidence interval of the median.
 
-    With too few samples for that level the interval is the full range (min, max), which is
-    wider than asked and is reported as such by :func:`relative_halfwidth`.
+    With fewer than :func:`ci_min_samples` samples no interval reaches that level: the full
+    range (min, max) is returned, whose coverage is below ``level`` (one sample: a zero-width
+    "interval" that says nothing). Callers that report a CI use :func:`known_median_ci`, which
+    says None there.
     """
     if len(samples) == 0:
         raise ValueError("CI of no samples")
@@ -98,6 +111,24 @@ def median_ci(samples: Sequence[float], level: float = 0.95) -> tuple[float, flo
     if ranks is None:
         return float(ordered[0]), float(ordered[-1])
     return float(ordered[ranks[0]]), float(ordered[ranks[1]])
+
+
+def known_median_ci(samples: Sequence[float], level: float = 0.95) -> tuple[float, float] | None:
+    """The ``level`` CI of the median (:func:`median_ci`), or None when there are too few
+    samples for one (fewer than :func:`ci_min_samples`): the CI is then unknown."""
+    if len(samples) < ci_min_samples(level):
+        return None
+    return median_ci(samples, level)
+
+
+def samples_for_halfwidth(rel_halfwidth: float, samples: int, target: float) -> int:
+    """About how many samples bring a relative CI half-width of ``rel_halfwidth``, measured on
+    ``samples`` samples, down to ``target``: the half-width of the median's CI shrinks as
+    1 / sqrt(n) for independent samples, so n * (rel / target) ** 2 (at least ``samples``)."""
+    if not (target > 0 and samples > 0) or not math.isfinite(rel_halfwidth):
+        raise ValueError(f"need a finite half-width, samples > 0 and target > 0; got {rel_halfwidth}, "
+                         f"{samples}, {target}")
+    return max(samples, int(math.ceil(samples * (rel_halfwidth / target) ** 2)))
 
 
 def relative_halfwidth(ci: tuple[float, float], center: float) -> float:
