@@ -11,6 +11,7 @@ where a file goes and leave no temporary file behind. Nothing here knows what a 
 """
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import math
@@ -241,10 +242,8 @@ def _write_atomically(path: str, text: str) -> None:
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException as exc:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         if isinstance(exc, OSError):
             raise UsageError(f"cannot write {path!r}: {exc.strerror or exc}") from exc
         raise

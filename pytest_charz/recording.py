@@ -8,7 +8,6 @@ the temporary directory instead, a run file that cannot be written at the end le
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from typing import TYPE_CHECKING, Callable
 
@@ -161,16 +160,13 @@ class RunRecorder:
         copy that fails leaves the previous ``latest.json`` and a line in :attr:`problems`."""
         if self.config.getoption("charz_out"):
             return
+        from .formats import atomic_write_text
+
         latest = os.path.join(os.path.dirname(path), "latest.json")
-        partial = latest + f".{os.getpid()}.tmp"
         try:
-            shutil.copyfile(path, partial)
-            os.replace(partial, latest)
-        except OSError as exc:
-            try:
-                os.unlink(partial)
-            except OSError:
-                pass
+            with open(path, encoding="utf-8") as written:
+                atomic_write_text(latest, written.read())
+        except (OSError, UsageError) as exc:
             self.problems.append(f"charz: {latest} was not updated ({_why(exc)}); the run file is {path}")
 
     def merge_workers(self, interrupted: bool) -> str | None:

@@ -7,6 +7,7 @@ given the run file's own path, so a run whose final write failed loads from its 
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from typing import IO
@@ -63,10 +64,8 @@ class RunWriter:
             self.journaling = True
         except OSError as exc:
             self._journal_failed(exc)
-            try:                  # a journal without its header line is of no use to anyone
+            with contextlib.suppress(OSError):    # a journal without its header line is of no use to anyone
                 os.unlink(journal_path(path))
-            except OSError:
-                pass
         for case in self._cases:
             self._journal_case(case)
 
@@ -106,10 +105,8 @@ class RunWriter:
         self.journal_error = error
         journal, self._journal = self._journal, None
         if journal is not None:
-            try:
+            with contextlib.suppress(OSError):
                 journal.close()
-            except OSError:
-                pass
 
     def finish(self, status: str) -> None:
         """Write the whole run to :attr:`path` atomically and remove the journal. The error of
@@ -124,10 +121,8 @@ class RunWriter:
             except OSError as exc:
                 self.journal_error = exc
         atomic_write_json(self.path, self.run.to_json())
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(journal_path(self.path))
-        except OSError:
-            pass
 
 
 def load_run(path: str) -> Run:

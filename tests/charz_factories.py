@@ -1,7 +1,12 @@
 """Builders of run-file records for tests: complete JSON that ``Run.from_json`` and
-``CaseRecord.from_json`` accept, with only what a test cares about to fill in."""
+``CaseRecord.from_json`` accept, with only what a test cares about to fill in; and the suites'
+modules loaded under names of their own."""
 from __future__ import annotations
 
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
 from typing import Any, Mapping, Sequence
 
 from pytest_charz.records import CaseRecord, Run
@@ -66,3 +71,20 @@ def make_run(cases: Sequence[Mapping[str, Any]], **kwargs: Any) -> Run:
 def make_case(case_id: str, work: Mapping[str, Any], median_s: float | None, **kwargs: Any) -> CaseRecord:
     """A typed CaseRecord (see :func:`case_json`)."""
     return CaseRecord.from_json(case_json(case_id, work, median_s, **kwargs), "test")
+
+
+SUITES = Path(__file__).resolve().parent.parent / "suites"
+
+
+def load_suite_module(name: str) -> ModuleType:
+    """``suites/<name>.py`` under a name of its own, left out of ``sys.modules`` (``tests/`` has a
+    test_collectives too, and a suite copied elsewhere by another test imports as its own name)."""
+    sys.path.insert(0, str(SUITES))
+    try:
+        spec = importlib.util.spec_from_file_location(f"charz_suite_{name}", SUITES / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(SUITES))

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from charz_factories import load_suite_module
 
 from pytest_charz.targets.host import HostTexts, derive_host_spec
 
@@ -107,18 +108,8 @@ def test_the_summary_shows_the_time_of_each_suite_file(suites: pytest.Pytester) 
 
 @pytest.fixture
 def compute() -> Any:
-    """``suites/test_compute.py`` under a name of its own, left out of ``sys.modules`` (a suite
-    copied elsewhere by another test imports as ``test_compute``)."""
-    suites = ROOT / "suites"
-    sys.path.insert(0, str(suites))
-    try:
-        spec = importlib.util.spec_from_file_location("charz_suite_test_compute", suites / "test_compute.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(suites))
+    """``suites/test_compute.py`` under a name of its own."""
+    return load_suite_module("test_compute")
 
 
 def _host(flags: str) -> Any:

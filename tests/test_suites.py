@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from charz_factories import load_suite_module
 
 from pytest_charz.targets.catalogue import resolve
 from pytest_charz.targets.host import HostTexts, derive_host_spec
@@ -411,24 +412,8 @@ def test_every_case_can_be_decided_when_it_meets_its_noise_target(pytester: pyte
     assert collectives and all(threshold == 0.10 and noise == 0.05 for _, _, _, noise, threshold in collectives)
 
 
-def _suite_module(name: str) -> ModuleType:
-    """A module of ``suites/`` under a name of its own (``tests/`` has a test_collectives too)."""
-    import importlib.util
-    import sys
-
-    sys.path.insert(0, str(SUITES))
-    try:
-        spec = importlib.util.spec_from_file_location(f"charz_suite_{name}", SUITES / f"{name}.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(SUITES))
-
-
 def test_collective_sweep_on_a_cpu_keeps_seven_sizes_with_budgets() -> None:
-    collectives = _suite_module("test_collectives")
+    collectives = load_suite_module("test_collectives")
     assert collectives.cpu_message_sizes(2 * GIB) == [16, KIB, 64 * KIB, MIB, 4 * MIB, 16 * MIB, 64 * MIB]
     assert collectives.cpu_message_sizes(8 * MIB) == [16, KIB, 64 * KIB, MIB, 4 * MIB]
     budgets = {size: collectives.cpu_case_marks(size)[0].kwargs["max_time"] for size in collectives.CPU_SIZES}
