@@ -206,3 +206,53 @@ def test_opclass_cpu(charz: Any, device: Any, size_plan: Any, opclass_case: tupl
         fn()
         check()
         charz.measure(fn, work=work)
+
+
+#: NumPy ops into preallocated outputs (``out=``, ``copyto``), as NumPy code that reuses its
+#: buffers runs them: NumPy's kernels, dispatch and allocator are not PyTorch's, so its op classes
+#: are calibrated on these apart (``pytest_charz.calibration.classes.NUMPY_SUFFIX``).
+NUMPY_ELEMENTS = ELEMENTS[::2]
+NUMPY_TRANSPOSE = TRANSPOSE[::2]
+
+
+def _numpy_cases() -> list[Any]:
+    cases = [pytest.param(("elementwise", n), id=f"numpy-add-{n}") for n in NUMPY_ELEMENTS]
+    cases += [pytest.param(("copy", n), id=f"numpy-copy-{n}") for n in NUMPY_ELEMENTS]
+    cases += [pytest.param(("transpose", n), id=f"numpy-transpose-{n}") for n in NUMPY_TRANSPOSE]
+    return cases
+
+
+def build_numpy(op_class: str, n: int, rng: np.random.Generator,
+                size_plan: Any) -> tuple[Callable[[], Any], Callable[[], None], Work]:
+    """(timed call, check of its result, Work) of one NumPy case; every output preallocated."""
+    def work(flops: float, moved: float, op: str, shape: dict[str, Any]) -> Work:
+        return Work(flops={"fp32": flops} if flops else None, bytes={level_of(size_plan, moved): moved}, launches=1,
+                    op=op, shape={**shape, "dtype": "fp32", "framework": "numpy", "out": 1})
+
+    if op_class == "transpose":
+        a = rng.standard_normal((n, n)).astype(np.float32)
+        out = np.empty_like(a)
+        # out = a^T: read a, write out (one side strided)
+        return (lambda: np.copyto(out, a.T)), (lambda: np.testing.assert_array_equal(out, a.T)), work(
+            0, 2 * n * n * FP32, "transpose", {"rows": n, "width": n})
+    a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    out = np.empty_like(a)
+    if op_class == "elementwise":
+        # out = a + b: read a and b, write out; one FLOP per element
+        return (lambda: np.add(a, b, out=out)), (lambda: np.testing.assert_array_equal(out, a + b)), work(
+            n, 3 * n * FP32, "elementwise", {"elements": n})
+    # out = a: read a, write out
+    return (lambda: np.copyto(out, a)), (lambda: np.testing.assert_array_equal(out, a)), work(
+        0, 2 * n * FP32, "copy", {"elements": n})
+
+
+@pytest.mark.parametrize("numpy_case", _numpy_cases())
+@pytest.mark.charz(noise=0.025, max_time=0.3, quick={"max_time": 0.06})
+def test_opclass_numpy_cpu(charz: Any, device: Any, size_plan: Any, numpy_case: tuple[str, int]) -> None:
+    if device.backend != "cpu":
+        pytest.skip(f"op-class microbenchmarks of the host CPU; the bound device is {device.backend}")
+    op_class, n = numpy_case
+    fn, check, work = build_numpy(op_class, n, charz.rng, size_plan)
+    fn()
+    check()
+    charz.measure(fn, work=work)

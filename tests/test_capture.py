@@ -50,7 +50,8 @@ def test_a_linear_counts_2mnk_and_its_bytes() -> None:
     (op,) = graph.ops
     assert op.op_class == "gemm" and op.source == "aten.addmm.default"
     assert op.work.flops == {"fp32": pytest.approx(2 * 4 * 16 * 32)}
-    assert dict(op.work.shape) == {"m": 4, "n": 32, "k": 16}
+    # the Linear's call before it, issued by the root's (the Linear's) own forward
+    assert dict(op.work.shape) == {"m": 4, "n": 32, "k": 16, "module_calls": 1, "root_op": 1}
     # bias, input, weight read; output written
     assert op.work.bytes["dram"] == pytest.approx(4 * (32 + 4 * 16 + 16 * 32 + 4 * 32))
     assert op.work.launches == 1

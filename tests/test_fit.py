@@ -132,7 +132,11 @@ def test_conformal_bands_cover_held_out_cases_near_the_level() -> None:
 
 
 def test_bands_follow_the_regime_noise() -> None:
-    noisy_copy = synthetic_run_json(seed=3, sigma=0.02)
+    # GEMMs from 1448^3 up: below, the GPU GEMM model's fixed ramp dominates, and this generator
+    # divides it by the efficiency too, which a real device does not; the class fit then misses
+    # held-out small GEMMs by itself (a known gap, docs/design-notes.md). The check is of noise.
+    sizes = [int(round(1448 * 2 ** (i / 8))) for i in range(49)]
+    noisy_copy = synthetic_run_json(seed=3, sigma=0.02, gemm_sizes=sizes)
     rng = np.random.default_rng(7)
     for case in noisy_copy["cases"]:
         if case["work"]["op"] == "copy":

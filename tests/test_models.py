@@ -14,6 +14,7 @@ from pytest_charz.models import (
     MODELS, AlphaBeta, Ceilings, Composite, Gemm, GemmParams, HierarchicalRoofline, Launch, Model, Prediction,
     Roofline, gemm_tiling, get_model, regime_of,
 )
+from pytest_charz.models.gemm import GEMM_RAMP_S, gemm_schedule
 from pytest_charz import load_target
 from pytest_charz.prediction import predict
 from pytest_charz.targets.spec import Compute, Figure, Identity, Link, MemoryLevel, TargetSpec
@@ -118,27 +119,46 @@ def gemm(m: int, n: int, k: int, dram_bytes: float = 0.0) -> Work:
     return Work(2.0 * m * n * k, dram_bytes, dtype="bf16", op="gemm", shape={"m": m, "n": n, "k": k})
 
 
-def test_one_tile_more_than_the_units_nearly_doubles_gemm_time() -> None:
+DATA_PARALLEL = GemmParams(stream_k=frozenset(), ramp_s={})   # whole waves only, no fixed ramp
+
+
+def test_one_tile_more_than_the_units_nearly_doubles_a_data_parallel_gemm() -> None:
     ceilings = h100_like()
     full = gemm(12 * 128, 11 * 128, 4096)        # 12 x 11 = 132 tiles of 128x128: one wave
     spill = gemm(12 * 128, 11 * 128 + 1, 4096)   # 12 x 12 = 144 tiles: two waves
-    assert gemm_tiling(full, ceilings, GemmParams())[1] == 1
-    assert gemm_tiling(spill, ceilings, GemmParams())[1] == 2
-    one_wave = Gemm().predict(full, ceilings)
-    two_waves = Gemm().predict(spill, ceilings)
+    assert gemm_tiling(full, ceilings, DATA_PARALLEL)[1] == 1
+    assert gemm_tiling(spill, ceilings, DATA_PARALLEL)[1] == 2
+    one_wave = Gemm(params=DATA_PARALLEL).predict(full, ceilings)
+    two_waves = Gemm(params=DATA_PARALLEL).predict(spill, ceilings)
     assert one_wave.time_s == pytest.approx(full.total_flops / 989e12)  # a perfect wave: the roofline
     assert two_waves.time_s / one_wave.time_s == pytest.approx(2.0)
     assert spill.total_flops / full.total_flops < 1.001
 
 
+def test_stream_k_spreads_the_spilled_tiles_over_every_unit() -> None:
+    ceilings = h100_like()
+    full = gemm(12 * 128, 11 * 128, 4096)
+    spill = gemm(12 * 128, 11 * 128 + 1, 4096)
+    schedule = gemm_schedule(spill, ceilings, GemmParams())
+    assert schedule.schedule == "stream-k" and 1.0 < schedule.waves < 1.2
+    assert gemm_schedule(full, ceilings, GemmParams()).schedule == "data-parallel"   # a perfect wave stays
+    ramp = GEMM_RAMP_S["gpu"]
+    ratio = (Gemm().predict(spill, ceilings).time_s - ramp) / (Gemm().predict(full, ceilings).time_s - ramp)
+    assert 1.05 < ratio < 1.2                     # 144 tiles' work on 132 units, not two waves
+
+
 def test_gemm_efficiency_curve_derates_the_quantized_time() -> None:
     # 4096^3: 32 x 32 = 1024 tiles of 128x128 on 132 SMs -> 8 waves = 1056 tile slots.
     executed = 1056 * 2.0 * 128 * 128 * 4096
-    params = GemmParams(eff_max=0.5, half_flops=1e12)
+    params = GemmParams(eff_max=0.5, half_flops=1e12, stream_k=frozenset(), ramp_s={})
     prediction = Gemm(params=params).predict(gemm(4096, 4096, 4096), h100_like())
     assert prediction.time_s == pytest.approx((executed + 1e12) / (989e12 * 0.5))
     assert params.efficiency(1e12) == pytest.approx(0.25)
-    assert Gemm().predict(gemm(4096, 4096, 4096), h100_like()).time_s == pytest.approx(executed / 989e12)
+    assert Gemm(params=DATA_PARALLEL).predict(gemm(4096, 4096, 4096), h100_like()).time_s == pytest.approx(
+        executed / 989e12)
+    # the library's default: stream-K deals the 7.76 waves' k-steps evenly, plus the kernel's ramp
+    default = Gemm().predict(gemm(4096, 4096, 4096), h100_like()).time_s
+    assert 2.0 * 4096**3 / 989e12 + GEMM_RAMP_S["gpu"] < default < executed / 989e12 + GEMM_RAMP_S["gpu"]
 
 
 def test_gemm_is_never_faster_than_the_memory_roofline() -> None:
@@ -165,12 +185,23 @@ def test_gemm_says_what_it_cannot_predict(work: Work, ceilings: Ceilings, reason
 
 
 def test_gemm_params_round_trip_and_reject_bad_values() -> None:
-    params = GemmParams(eff_max=0.8, half_flops=2e9, tiles={"gpu": ((64, 64),)})
+    params = GemmParams(eff_max=0.8, half_flops=2e9, tiles={"gpu": ((64, 64),)}, ramp_s={"gpu": 2e-6})
     assert GemmParams.from_json(params.to_json()) == params
+    legacy = {"version": 1, "eff_max": 0.8, "half_flops": 2e9, "tiles": {"gpu": [[64, 64]]}}
+    assert GemmParams.from_json(legacy) == GemmParams(0.8, 2e9, {"gpu": ((64, 64),)}, frozenset(), ramp_s={},
+                                                      tile_fixed_k={})
+    version2 = {key: value for key, value in params.to_json().items() if key != "tile_fixed_k"}
+    assert GemmParams.from_json({**version2, "version": 2}).tile_fixed_k == {}   # written before the tile cost
+    with pytest.raises(UsageError):
+        GemmParams(ramp_s={"gpu": -1e-6})
     with pytest.raises(UsageError):
         GemmParams(eff_max=0)
     with pytest.raises(UsageError):
         GemmParams(tiles={"gpu": ((0, 64),)})
+    with pytest.raises(UsageError):
+        GemmParams(tile_fixed_k={"fp8": 100.0})   # keyed '<kind>:<dtype>'
+    with pytest.raises(UsageError):
+        GemmParams(tile_fixed_k={"gpu:fp8": -1.0})
     with pytest.raises(FormatError):
         GemmParams.from_json({**params.to_json(), "version": 99})
 

@@ -6,8 +6,9 @@ import pytest
 
 from pytest_charz.models import Ceilings
 from pytest_charz.models.ceilings_profile import read_op_costs
-from pytest_charz.models.opclass import (FRESH_OUTPUT_BYTES, GEMM_HALF_DIM, OpClassModel, gemm_shape_efficiency,
-                                        output_bytes, residency)
+from pytest_charz.models.opclass import (CPU_ROW_PASSES, FRESH_OUTPUT_BYTES, GEMM_HALF_DIM, NORM_REDUCTIONS, PASSES,
+                                        OpClassModel,
+                                        gemm_shape_efficiency, output_bytes, residency)
 from pytest_charz.models.opclass_costs import OpCosts, framework_of, op_class_of
 from pytest_charz.models.registry import get_model
 from pytest_charz.prediction import predict
@@ -94,12 +95,64 @@ def test_softmax_norm_and_transpose_pay_their_passes() -> None:
     softmax = Work(flops=5.0 * rows * width, bytes=moved, op="softmax", shape={"rows": rows, "width": width})
     norm = Work(flops=7.0 * rows * width, bytes=moved, op="norm", shape={"rows": rows, "width": width})
     transpose = Work(bytes=moved, op="transpose", shape={"rows": rows, "width": width})
-    for work, passes in ((softmax, 2.0), (norm, 1.5), (transpose, 2.0)):
-        prediction = model().predict(work, ceilings())
-        assert prediction.breakdown["memory:dram"] == pytest.approx(passes * one_pass_s)
-        assert prediction.time_s >= passes * one_pass_s
-    # softmax's exponentials at the measured transcendental rate
-    assert model().predict(softmax, ceilings()).breakdown["compute:fp32"] == pytest.approx(rows * width / 2e9)
+    prediction = model().predict(transpose, ceilings())
+    assert prediction.breakdown["memory:dram"] == pytest.approx(PASSES["transpose"] * one_pass_s)
+    for work in (softmax, norm):
+        # the first traversal from DRAM, the others where one row (32 KiB in and out) fits: L1,
+        # which has no bandwidth figure here, so the L2's
+        breakdown = model().predict(work, ceilings()).breakdown
+        assert breakdown["memory:dram"] == pytest.approx(one_pass_s)
+        assert breakdown["memory:l2"] == pytest.approx((CPU_ROW_PASSES[work.op] - 1.0) * moved / 400e9)
+    # without a row length every traversal is charged where the whole tensor lives
+    flat = Work(flops=5.0 * rows * width, bytes=moved, op="softmax", shape={"elements": rows * width})
+    assert model().predict(flat, ceilings()).breakdown["memory:dram"] == pytest.approx(
+        CPU_ROW_PASSES["softmax"] * one_pass_s)
+
+
+REDUCTION_RATE = 8e9
+
+
+def rates_model(exp_rate: float = 2e9, reduction_rate: float = REDUCTION_RATE) -> OpClassModel:
+    ceilings_ = [c for c in PROFILE["ceilings"] if not c["name"].startswith(("transcendental:", "reduction:"))]
+    profile = {**PROFILE, "ceilings": [*ceilings_, {"name": "transcendental:fp32", "value": exp_rate},
+                                       {"name": "reduction:fp32", "value": reduction_rate}]}
+    return OpClassModel().with_costs(read_op_costs(profile))
+
+
+def test_softmax_follows_the_measured_exp_and_reduction_rates_and_its_passes() -> None:
+    # failure kind: softmax priced from a constant: -70% where exponentials and passes cost more
+    rows, width = 64, 1024          # 512 KiB in and out, in L2: the math bounds it
+    n = rows * width
+    work = Work(flops=5.0 * n, bytes=2.0 * n * 4, op="softmax", shape={"rows": rows, "width": width})
+    fast = rates_model().predict(work, ceilings())
+    # max and sum (two reductions), one exponential, one multiply per element, the passes added
+    expected = 2 * n / REDUCTION_RATE + n / 2e9 + n / FMA_PEAK
+    assert fast.breakdown["compute:fp32"] == pytest.approx(expected, rel=1e-9)
+    assert fast.bound == "compute:fp32"
+    # a host whose exp is twice as slow: the exponentials' share of the time doubles, no more
+    slow = rates_model(exp_rate=1e9).predict(work, ceilings())
+    assert slow.time_s - fast.time_s == pytest.approx(n / 2e9, rel=1e-6)
+    assert slow.time_s / fast.time_s == pytest.approx((expected + n / 2e9) / expected, rel=1e-6)
+    # and a slower reduction slows both the max and the sum passes
+    slow_reduce = rates_model(reduction_rate=REDUCTION_RATE / 2).predict(work, ceilings())
+    assert slow_reduce.time_s - fast.time_s == pytest.approx(2 * n / REDUCTION_RATE, rel=1e-6)
+
+
+def test_norms_take_their_moments_at_the_measured_reduction_rate() -> None:
+    rows, width = 64, 1024
+    n = rows * width
+    layer = Work(flops=7.0 * n, bytes=2.0 * n * 4, op="norm", shape={"rows": rows, "width": width})
+    rms = Work(flops=4.0 * n, bytes=2.0 * n * 4, op="norm", shape={"rows": rows, "width": width, "norm": "rms"})
+    for work, reductions in ((layer, NORM_REDUCTIONS["layer"]), (rms, NORM_REDUCTIONS["rms"])):
+        fast = rates_model().predict(work, ceilings())
+        rest = work.total_flops - reductions * n
+        assert fast.breakdown["compute:fp32"] == pytest.approx(reductions * n / REDUCTION_RATE + rest / FMA_PEAK)
+        slow = rates_model(reduction_rate=REDUCTION_RATE / 4).predict(work, ceilings())
+        assert slow.breakdown["compute:fp32"] - fast.breakdown["compute:fp32"] == pytest.approx(
+            3 * reductions * n / REDUCTION_RATE)
+    # no reduction rate measured: one FLOP per element at the vector peak, and the term says so
+    bare = OpClassModel().predict(layer, ceilings())
+    assert "compute:fp32:peak" in bare.breakdown
 
 
 def test_exp_is_bound_by_its_math() -> None:
@@ -249,3 +302,14 @@ def test_the_fresh_page_figure_is_measured_from_the_runtime_case() -> None:
     assert costs.fresh_page("torch-scalar") == pytest.approx(FRESH_PAGE_S)
     assert costs.fresh_page("numpy") is None
     assert OpCosts.from_json(costs.to_json()) == costs
+
+
+def test_an_accelerators_softmax_keeps_its_two_passes() -> None:
+    from pytest_charz.targets.catalogue import resolve
+
+    gpu = Ceilings.from_spec(resolve("h100-sxm"))
+    rows, width = 4096, 4096
+    moved = 2.0 * rows * width * 2
+    work = Work(flops={"bf16": 5.0 * rows * width}, bytes=moved, op="softmax", shape={"rows": rows, "width": width})
+    breakdown = OpClassModel().predict(work, gpu).breakdown
+    assert breakdown["memory:dram"] == pytest.approx(PASSES["softmax"] * moved / gpu.bandwidth("dram"))

@@ -95,6 +95,17 @@ def test_summary_groups_and_figures() -> None:
     assert figures["published"]["n"] == 1 and figures["published"]["median_abs"] == pytest.approx(0.0)
 
 
+def test_per_op_scores_are_summarised_per_op_class() -> None:
+    from pytest_charz.sim.validate import SimScore
+
+    scores = [SimScore("w::a", "op", "cpu", 1.0, 1.5, "gemm"), SimScore("w::b", "op", "cpu", 1.0, 1.1, "gemm"),
+              SimScore("w::c", "op", "cpu", 2.0, 1.0, "norm")]
+    figures = summary(scores)
+    assert set(figures) == {"op", "op:gemm", "op:norm"}
+    assert figures["op:gemm"]["n"] == 2 and figures["op:gemm"]["median_abs"] == pytest.approx(0.3)
+    assert figures["op:norm"]["median_abs"] == pytest.approx(0.5) and figures["op"]["n"] == 3
+
+
 def test_charz_validate_sim_writes_the_simulator_report(tmp_path, capsys) -> None:
     from pytest_charz import cli
 

@@ -281,5 +281,5 @@ def test_kernels_picks_fused_or_eager_ops() -> None:
     assert [op.attrs["aten"] for op in norm] == ["_to_copy", "pow", "mean", "add", "rsqrt", "mul", "_to_copy", "mul"]
     assert norm[0].outputs[0].dtype == "fp32" and [op.op_class for op in norm[:3]] == ["copy", "elementwise",
                                                                                        "reduction"]
-    with pytest.raises(UsageError, match="kernels must be one of fused, eager; got 'triton'"):
+    with pytest.raises(UsageError, match="kernels must be one of fused, eager, serving; got 'triton'"):
         build("llama-2-7b", "prefill", seq=64, kernels="triton")

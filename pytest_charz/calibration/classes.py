@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..errors import FormatError, UsageError
 from ..models.opclass import ALLOC_KIND, gemm_dims
-from ..models.opclass_costs import GEMM_CLASSES, op_class_of, work_dtype
+from ..models.opclass_costs import GEMM_CLASSES, allocator_of, framework_of, op_class_of, work_dtype
 from .efficiency import (CALIBRATION_VERSION, RECORD_KINDS, EfficiencyTable, check_record_version, conformal_interval,
                          fit_efficiency)
 
@@ -61,6 +61,20 @@ EXTRAPOLATION_WIDENING = 0.3
 SKINNY_DIM = 16
 
 
+#: The suffix of a NumPy work's class keys (``copy@numpy:fp32``): NumPy's elementwise, copy and
+#: reduction kernels and its allocator are not PyTorch's (a NumPy ``copyto`` into an existing
+#: array against a PyTorch ``clone`` that allocates), so those classes are calibrated on NumPy
+#: cases apart. A GEMM runs the BLAS either way, and a dispatch case is its framework's own.
+NUMPY_SUFFIX = "@numpy"
+_SHARED_CLASSES = GEMM_CLASSES | {"dispatch", "wakeup", "allocation", "latency", "transfer", "collective"}
+
+
+def _framework_suffix(work: "Work") -> str:
+    if op_class_of(work) in _SHARED_CLASSES:
+        return ""
+    return NUMPY_SUFFIX if allocator_of(framework_of(work)) == "numpy" else ""
+
+
 def class_key(work: "Work") -> str:
     """``<op class>:<dtype>`` of a work (``gemm:fp32``, ``copy:*``); a transcendental op that
     names its function (``shape["function"]``: ``exp``, ``tanh``...) is ``transcendental.<function>``,
@@ -68,7 +82,8 @@ def class_key(work: "Work") -> str:
     on the development VMs); a GEMM with m or n of at most ``SKINNY_DIM`` is ``gemm.skinny``: the
     library runs it on other kernels than a square product, and its efficiency does not follow
     the square GEMMs' curve over FLOPs (on the Zen 4 guest a 16x1024x2048 product reached 64
-    GFLOP/s and an 8x1024x4096 one, of the same FLOPs, 36; a 384-square one, 100)."""
+    GFLOP/s and an 8x1024x4096 one, of the same FLOPs, 36; a 384-square one, 100). A NumPy work's
+    op class carries ``@numpy`` (``copy@numpy:fp32``)."""
     op_class = op_class_of(work)
     function = work.shape.get("function")
     if op_class == "transcendental" and isinstance(function, str) and function:
@@ -77,14 +92,28 @@ def class_key(work: "Work") -> str:
         dims = gemm_dims(work, op_class)
         if dims is not None and min(dims[0], dims[1]) <= SKINNY_DIM:
             op_class = f"{op_class}.skinny"
-    return f"{op_class}:{work_dtype(work)}"
+    return f"{op_class}{_framework_suffix(work)}:{work_dtype(work)}"
 
 
 def fallback_keys(work: "Work") -> tuple[str, ...]:
-    """The keys a work's calibration is looked up by, most specific first: its class key, its op
-    class and dtype (every function pooled), its op class (every dtype pooled)."""
-    op_class = op_class_of(work)
+    """The keys a work is fitted under, most specific first: its class key, its op class and
+    dtype (every function pooled), its op class (every dtype pooled); a NumPy work's keys carry
+    ``@numpy`` (:data:`NUMPY_SUFFIX`), so NumPy and PyTorch cases are fitted apart."""
+    op_class = op_class_of(work) + _framework_suffix(work)
     return tuple(dict.fromkeys((class_key(work), f"{op_class}:{work_dtype(work)}", op_class)))
+
+
+def lookup_keys(work: "Work") -> tuple[str, ...]:
+    """The keys a work's calibration is looked up by: its own framework's (:func:`fallback_keys`),
+    then the other framework's (a calibration with cases of one framework only prices both, as
+    one without the split did)."""
+    own = fallback_keys(work)
+    if op_class_of(work) in _SHARED_CLASSES:
+        return own
+    suffix = _framework_suffix(work)
+    other = tuple(key.replace(NUMPY_SUFFIX, "") if suffix else key.replace(":", NUMPY_SUFFIX + ":", 1)
+                  if ":" in key else key + NUMPY_SUFFIX for key in own)
+    return tuple(dict.fromkeys((*own, *other)))
 
 
 def size_amount(op_class: str) -> str:
@@ -153,8 +182,8 @@ class ClassFit:
 
 
 def lookup(classes: Mapping[str, ClassFit], work: "Work") -> ClassFit | None:
-    """The fit of the work's most specific key that was calibrated (:func:`fallback_keys`)."""
-    return next((classes[key] for key in fallback_keys(work) if key in classes), None)
+    """The fit of the work's most specific key that was calibrated (:func:`lookup_keys`)."""
+    return next((classes[key] for key in lookup_keys(work) if key in classes), None)
 
 
 # A point: (work, uncalibrated predicted seconds, measured seconds, suite op)
@@ -189,7 +218,7 @@ def fit_classes_with_residuals(points: Sequence[Point], level: float) -> tuple[d
     sizes included, though only interior residuals set the interval factors)."""
     fits: dict[str, tuple[EfficiencyTable, list[Point]]] = {}
     for key, members in _groups(points).items():
-        amount = size_amount(key.split(":", 1)[0].split(".", 1)[0])
+        amount = size_amount(key.split(":", 1)[0].split(".", 1)[0].split("@", 1)[0])
         probe = EfficiencyTable(key, amount, (0.0,), (1.0,))
         members = [p for p in members if probe.size_of(p[0]) > 0]
         if members:

@@ -176,12 +176,14 @@ def measured_ceilings(cases: Sequence[Observation], spec: Ceilings) -> Ceilings:
 
 def measured_op_costs(cases: Sequence[Observation]) -> OpCosts:
     """Op-class figures measured on ``cases``: the best GEMM FLOP/s per dtype, the median host
-    dispatch per framework op (the runtime suite's dispatch cases), the best transcendental
-    elements/s per dtype, the median seconds per fresh page of a framework's allocations (the
-    runtime suite's fresh-page case). Each figure's source names the cases it rests on."""
+    dispatch per framework op (the runtime suite's dispatch cases), the best ``exp`` elements/s
+    per dtype (the best of any transcendental function where no ``exp`` was measured), the best
+    reduction elements/s per dtype net of the op's dispatch (:func:`reduction_rates`), the median
+    seconds per fresh page of a framework's allocations (the runtime suite's fresh-page case).
+    Each figure's source names the cases it rests on."""
     gemm: dict[str, float] = {}
     dispatch: dict[str, list[float]] = {}
-    transcendental: dict[str, float] = {}
+    transcendental: dict[str, tuple[bool, float]] = {}   # dtype -> (of exp, elements/s)
     fresh: dict[str, list[float]] = {}
     for case in cases:
         work, time_s = case.work, case.measured_s
@@ -195,13 +197,39 @@ def measured_op_costs(cases: Sequence[Observation]) -> OpCosts:
         elif op_class_of(work) == "transcendental" and len(work.flops) == 1:
             (dtype, flops), = work.flops.items()
             elements = float(work.shape.get("elements") or flops)
-            transcendental[dtype] = max(transcendental.get(dtype, 0.0), elements / time_s)
+            # softmax and attention take their exponentials at exp's rate: an exp case, when
+            # there is one, sets the figure (tanh ran 2.7x slower per element than exp)
+            candidate = (work.shape.get("function") in (None, "exp"), elements / time_s)
+            transcendental[dtype] = max(transcendental.get(dtype, (False, 0.0)), candidate)
     source = f"measured on {len(cases)} calibration case(s)"
+    dispatch_figures = {f: Figure(statistics.median(v), f"{source}: median {f} dispatch per op")
+                        for f, v in dispatch.items()}
     return OpCosts(
         {d: Figure(v, f"{source}: best achieved {d} GEMM FLOP/s") for d, v in gemm.items()},
-        {f: Figure(statistics.median(v), f"{source}: median {f} dispatch per op") for f, v in dispatch.items()},
-        {d: Figure(v, f"{source}: best {d} transcendental elements/s") for d, v in transcendental.items()},
-        {f: Figure(statistics.median(v), f"{source}: median {f} seconds per fresh page") for f, v in fresh.items()})
+        dispatch_figures,
+        {d: Figure(v, f"{source}: best {d} {'exp' if of_exp else 'transcendental'} elements/s")
+         for d, (of_exp, v) in transcendental.items()},
+        {f: Figure(statistics.median(v), f"{source}: median {f} seconds per fresh page") for f, v in fresh.items()},
+        {d: Figure(v, f"{source}: best {d} reduction elements/s net of dispatch")
+         for d, v in reduction_rates(cases, OpCosts(dispatch_s=dispatch_figures)).items()})
+
+
+def reduction_rates(cases: Sequence[Observation], costs: OpCosts) -> dict[str, float]:
+    """Best elements/s per dtype of the reduction cases (a ``sum`` over ``shape["elements"]``)
+    net of their dispatch: ``elements / (time - launches x dispatch)``, over cases whose time is
+    at least twice their dispatch (a smaller one's rate is its dispatch's noise)."""
+    best: dict[str, float] = {}
+    for case in cases:
+        work = case.work
+        if op_class_of(work) != "reduction" or len(work.flops) != 1 or not work.launches:
+            continue
+        (dtype, flops), = work.flops.items()
+        elements = float(work.shape.get("elements") or flops)
+        dispatch = costs.dispatch(framework_of(work)) or 0.0
+        if not elements > 0 or case.measured_s < 2 * work.launches * dispatch:
+            continue
+        best[dtype] = max(best.get(dtype, 0.0), elements / (case.measured_s - work.launches * dispatch))
+    return best
 
 
 def net_bandwidths(cases: Sequence[Observation], costs: OpCosts) -> dict[str, Figure]:

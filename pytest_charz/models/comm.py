@@ -23,13 +23,26 @@ count and the latency to grow with the ring's steps, ``t = a0 * s(p) / s(p0) + n
 with ``f`` the nccl-tests bus factor (:func:`bus_factor`) and ``s`` the alpha count of the table
 (at ``p == p0`` the measured line itself).
 
+**As NCCL/RCCL run them.** On a catalogue target whose peer link the library table knows
+(:data:`COLLECTIVE_LIBRARIES`, by the spec's peer link name), a collective without a measured
+line is priced the way NCCL's tuner picks an algorithm: the cheapest of ring and tree, each with
+the LL protocol (low latency, half the bandwidth: every 8-byte store carries 4 bytes and a flag) and the Simple
+protocol, and NVLink SHARP (NVLS) for all-reduce where the topology has it (H100/H200 NVSwitch
+systems). Each is ``latency + n * bus_factor / busbw`` with ``busbw`` the per-direction peer link
+rate times the achievable fraction of the algorithm (fitted on published nccl-tests busbw figures,
+cited in the table) and the latency of NCCL's cost model (:func:`nccl_algorithms`). Links the
+table does not know keep the ring formulas above with the ceilings' alpha and beta.
+
 A collective over one rank moves nothing and takes no time. Transfers and collectives are taken
 to run one after another (one copy queue); as a standalone model the result is the larger of that
 sum and the roofline bound, since computing and moving can overlap at best completely.
 """
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass
+from typing import Mapping
 
 from ..work import COLLECTIVE_OPS, Collective, Work
 from .base import Prediction, Uncovered, guarded
@@ -105,6 +118,130 @@ def measured_collective_s(message: Collective, latency_s: float, bandwidth_bytes
     return latency + message.bytes * bus_factor(name, message.ranks) / bus
 
 
+@dataclass(frozen=True)
+class CollectiveLibrary:
+    """How NCCL/RCCL run collectives over one kind of peer link.
+
+    ``ring_fraction``: bus bandwidth of ring (and tree) algorithms over the per-direction link rate,
+    the protocol overhead of the Simple protocol. ``nvls_fraction``: all-reduce bus bandwidth with
+    NVLink SHARP over the same rate (None: the topology has no NVLS). ``source``: the citation."""
+
+    ring_fraction: float
+    nvls_fraction: float | None
+    source: str
+
+
+#: NCCL's cost-model latencies in seconds (NVIDIA/nccl ``src/graph/tuning.cc``, ``baseLat`` and
+#: the NVLink row of ``hwLat``): per algorithm and protocol a base latency and a latency per step.
+NCCL_LATENCY_S: Mapping[str, tuple[float, float]] = {
+    "ring/LL": (3.6e-6, 0.47e-6), "ring/Simple": (8.4e-6, 3.4e-6),
+    "tree/LL": (4.4e-6, 0.52e-6), "tree/Simple": (8.4e-6, 28e-6),
+    # NVLS: a reduction in the switch and a multicast back, two Simple steps
+    "nvls/Simple": (8.4e-6, 3.4e-6),
+}
+#: Bandwidth of the LL protocol relative to Simple: half of every 8-byte store is a flag.
+LL_BANDWIDTH_FRACTION = 0.5
+
+_NCCL_RING = ("Ring fraction 0.822: 370 GB/s of the 450 GB/s per-direction NVLink4 line rate, NCCL's "
+              "effective NVLink bandwidth with the Simple protocol's ~20% overhead (S. Jeaugey, NVIDIA, "
+              "https://github.com/NVIDIA/nccl-tests/issues/212, 2024-05-06; table row "
+              "h100-nccl-ring-allgather, role fitted-on)")
+_NCCL_NVLS = ("NVLS fraction 1.075: 8-GPU all-reduce busbw 215 GB/s on an H800 (NVLink4, 200 GB/s per "
+              "direction) with NVLink SHARP (https://github.com/NVIDIA/nccl/issues/1374, 2024-07-24; "
+              "table row h800-nccl-nvls-allreduce, role fitted-on)")
+#: Collective library figures by the spec's peer link name (module docstring). NVLink3 carries
+#: NVLink4's ring fraction (no published busbw of its own in the table); RCCL over Infinity
+#: Fabric has no entry until a published rccl-tests busbw is in the table.
+COLLECTIVE_LIBRARIES: Mapping[str, CollectiveLibrary] = {
+    "nvlink4": CollectiveLibrary(0.822, 1.075, f"{_NCCL_RING}; {_NCCL_NVLS}"),
+    "nvlink3": CollectiveLibrary(0.822, None, f"{_NCCL_RING}, carried to NVLink3"),
+}
+
+
+@functools.lru_cache(maxsize=64)
+def _peer_link_name(target_id: str) -> str:
+    from ..errors import UsageError
+    from ..targets.catalogue import resolve
+
+    try:
+        spec = resolve(target_id)
+    except UsageError:
+        return ""
+    return spec.peer_links[0].name if spec.peer_links else ""
+
+
+def library_of_target(target_id: str) -> CollectiveLibrary | None:
+    """The library figures of a catalogue target's peer link (None when the target or link is unknown)."""
+    return COLLECTIVE_LIBRARIES.get(_peer_link_name(target_id)) if target_id else None
+
+
+def collective_library(ceilings: Ceilings) -> CollectiveLibrary | None:
+    """The library figures of the ceilings' peer link (None when the target or link is unknown)."""
+    return library_of_target(ceilings.target_id)
+
+
+def nccl_plans(op: str, ranks: int, link_bytes_per_s: float,
+               library: CollectiveLibrary) -> dict[str, tuple[float, float]]:
+    """``{algorithm/protocol: (latency_s, bus_bytes_per_s)}`` NCCL may choose for collective ``op``
+    over ``ranks`` ranks and a peer link of ``link_bytes_per_s`` per direction: ``ring/LL``,
+    ``ring/Simple``, ``tree/*`` (all-reduce), ``nvls/Simple`` (all-reduce on an NVLS topology).
+    Steps: ring 2(p-1) for all-reduce and p-1 otherwise, tree 2 ceil(log2 p), NVLS 2."""
+    name = collective_name(op)
+    busbw = link_bytes_per_s * library.ring_fraction
+    plans: dict[str, tuple[float, float]] = {}
+    for protocol, fraction in (("LL", LL_BANDWIDTH_FRACTION), ("Simple", 1.0)):
+        base, hop = NCCL_LATENCY_S[f"ring/{protocol}"]
+        plans[f"ring/{protocol}"] = (base + _latency_steps(name, ranks) * hop, busbw * fraction)
+        if name == "all-reduce":
+            base, hop = NCCL_LATENCY_S[f"tree/{protocol}"]
+            plans[f"tree/{protocol}"] = (base + 2 * math.ceil(math.log2(ranks)) * hop, busbw * fraction)
+    if name == "all-reduce" and library.nvls_fraction is not None:
+        base, hop = NCCL_LATENCY_S["nvls/Simple"]
+        plans["nvls/Simple"] = (base + 2 * hop, link_bytes_per_s * library.nvls_fraction)
+    return plans
+
+
+def nccl_algorithms(op: str, n_bytes: float, ranks: int, link_bytes_per_s: float,
+                    library: CollectiveLibrary) -> dict[str, float]:
+    """Seconds of collective ``op`` of ``n_bytes`` (as nccl-tests counts them) by each algorithm of
+    :func:`nccl_plans`: ``latency + n_bytes * bus_factor / busbw``."""
+    payload = n_bytes * bus_factor(op, ranks)
+    return {key: latency + payload / busbw
+            for key, (latency, busbw) in nccl_plans(op, ranks, link_bytes_per_s, library).items()}
+
+
+def nccl_plan(op: str, n_bytes: float, ranks: int, link_bytes_per_s: float,
+              library: CollectiveLibrary | None) -> tuple[str, float, float] | None:
+    """``(algorithm, latency_s, bus_bytes_per_s)`` of the cheapest plan of :func:`nccl_plans`, as
+    NCCL's tuner picks; None without a library or for ops it does not price (all-to-all,
+    broadcast, p2p keep the alpha-beta formulas) or over one rank."""
+    name = collective_name(op)
+    if library is None or name not in ("all-reduce", "all-gather", "reduce-scatter") or ranks <= 1:
+        return None
+    times = nccl_algorithms(name, n_bytes, ranks, link_bytes_per_s, library)
+    algorithm = min(times, key=lambda key: (times[key], key))
+    return (algorithm, *nccl_plans(name, ranks, link_bytes_per_s, library)[algorithm])
+
+
+def library_collective_s(message: Collective, ceilings: Ceilings) -> tuple[str, float] | None:
+    """``(algorithm, seconds)`` of ``message`` as NCCL/RCCL would run it on the ceilings' peer
+    link (:func:`nccl_plan`; ``("none", 0.0)`` over one rank), or None where the library table does
+    not know the link or the op."""
+    library = collective_library(ceilings)
+    name = collective_name(message.op)
+    if library is None or name not in ("all-reduce", "all-gather", "reduce-scatter"):
+        return None
+    if message.ranks <= 1:
+        return "none", 0.0
+    link = ceilings.link_bandwidth("peer")
+    if link is None:
+        raise Uncovered(f"no peer link bandwidth on {target_label(ceilings)} for {name}")
+    plan = nccl_plan(name, message.bytes, message.ranks, link, library)
+    assert plan is not None
+    algorithm, latency, busbw = plan
+    return algorithm, latency + message.bytes * bus_factor(name, message.ranks) / busbw
+
+
 def transfer_terms(work: Work, ceilings: Ceilings) -> dict[str, float]:
     """``{"link:<kind>": alpha + bytes / beta}`` for each transfer kind in the work."""
     terms: dict[str, float] = {}
@@ -116,13 +253,17 @@ def transfer_terms(work: Work, ceilings: Ceilings) -> dict[str, float]:
 
 def collective_terms(collectives: tuple[Collective, ...], ceilings: Ceilings) -> dict[str, float]:
     """``{"collective:<op>": seconds}``, collectives of one op summed: from the op's measured line
-    where the ceilings have one, else from the ``peer`` link."""
+    where the ceilings have one, else as the collective library runs it on the ``peer`` link
+    (:func:`library_collective_s`), else by the ring formulas over the ``peer`` link."""
     terms: dict[str, float] = {}
     for message in collectives:
         key = f"collective:{collective_name(message.op)}"
         measured = ceilings.collective(collective_name(message.op))
+        chosen = None if measured is not None and measured[2] >= 2 else library_collective_s(message, ceilings)
         if measured is not None and measured[2] >= 2:
             seconds = measured_collective_s(message, *measured)
+        elif chosen is not None:
+            seconds = chosen[1]
         else:
             alpha, beta = _link(ceilings, "peer")
             seconds = collective_time_s(message.op, message.bytes, message.ranks, alpha, beta)

@@ -1,12 +1,28 @@
-"""``gemm``: GEMM time with tile and wave quantization and a size-dependent efficiency.
+"""``gemm``: GEMM time as the vendor libraries schedule it (tiles, waves, stream-K, a ramp).
 
 For ``work.op == "gemm"`` with ``work.shape`` ``m``, ``n``, ``k`` (and optional ``batch``), C is
-cut into tiles of a size from the target kind's tile table (:class:`GemmParams`). Tiles run in
-waves over the compute units: ``waves = ceil(tiles / units)``, and every wave costs as much as a
-full one, so the executed FLOPs are ``waves * units * 2 * tile_m * tile_n * k``. The chosen tile
-is the one with the fewest executed FLOPs (what a library's heuristic aims for). Time is those
-FLOPs at ``peak * eff(executed FLOPs)`` (see :class:`GemmParams`), never below the roofline bound
-of the same ceilings (DRAM bytes included). Split-K and stream-K schedules are not modelled.
+cut into tiles of a size from the target kind's tile table (:class:`GemmParams`); each tile's
+main loop walks ``k`` in steps of the kind's ``k_block``. Two schedules are priced, as cuBLAS(Lt)
+on Ampere/Hopper and hipBLASLt on CDNA3 choose between them per shape:
+
+* **data-parallel**: one tile per compute unit at a time, in waves ``ceil(tiles / units)``; every
+  wave costs as much as a full one, so the executed FLOPs are ``waves * units * 2 * tm * tn * k``.
+* **stream-K** (GPU kinds; split-K is its special case of fewer tiles than units): the
+  ``tiles * ceil(k / k_block)`` main-loop iterations are dealt evenly to the units, each unit
+  running ``ceil(iterations / units)`` of them, plus one ``k_block`` of partial-sum fix-up per
+  unit when a tile is shared. A skinny or small-M GEMM (a few tiles, long ``k``) therefore costs
+  about its FLOPs spread over every unit, not one whole tile's ``k`` loop on a few of them.
+
+The schedule and tile with the fewest executed FLOPs win (what a library's heuristic aims for).
+Time is those FLOPs at ``peak * eff(executed FLOPs)`` (see :class:`GemmParams`; the peak is the
+ceilings' GEMM peak, which on a spec target is the datasheet peak times the generation's
+achievable fraction fitted on published GEMM rows, ``targets/priors.py``), plus the kernel's
+**ramp**: the fill of the first and the drain of the last tiles and the gap between back-to-back
+kernels, a fixed time per GEMM fitted on a published square sweep (``GEMM_RAMP_S``). Where the
+dtype has one (``GEMM_TILE_FIXED_K``: fp8 on GPUs), every output tile also pays a fixed cost, its
+pipeline fill and epilogue, counted as extra elements of ``k``: a GEMM's efficiency then falls with
+``k`` as the published fp8 sweeps show. The result is never below the roofline bound of the same
+ceilings (DRAM bytes included).
 
 The work's FLOPs must be of one dtype (mixed-dtype FLOP counts have no single peak to use).
 """
@@ -22,9 +38,10 @@ from .base import Prediction, Uncovered, guarded
 from .ceilings import Ceilings
 from .roofline import memory_terms, predict_overlapped, target_label
 
-__all__ = ["DEFAULT_GEMM_TILES", "Gemm", "GemmParams", "gemm_compute_terms", "gemm_tiling"]
+__all__ = ["DEFAULT_GEMM_TILES", "GEMM_K_BLOCK", "GEMM_RAMP_S", "GEMM_TILE_FIXED_K", "STREAM_K_KINDS", "Gemm",
+           "GemmParams", "GemmSchedule", "gemm_compute_terms", "gemm_schedule", "gemm_tiling", "tile_fixed_k"]
 
-GEMM_PARAMS_VERSION = 1
+GEMM_PARAMS_VERSION = 3
 
 # GEMM tiles (rows x columns of C per tile) a library may pick, per target kind.
 # GPU: CUTLASS/cuBLAS threadblock tiles on Ampere/Hopper/CDNA are typically 128x128, 128x256 and
@@ -44,6 +61,40 @@ DEFAULT_GEMM_TILES: Mapping[str, tuple[tuple[int, int], ...]] = {
 # full tile. Without this a batch-1 decode GEMM (m = 1) counted 128x its FLOPs and came out
 # compute-bound where reading its weights takes several times longer.
 SKINNY_GRANULE: Mapping[str, int] = {"gpu": 16, "cpu": 1}
+#: Depth of one main-loop step (elements of k per iteration), per kind: 64, the k extent of the
+#: 16-bit CUTLASS 3.x Hopper and 2.x Ampere tile shapes (e.g. 128x256x64) and of hipBLASLt's
+#: MacroTile depth on CDNA3; the granule in which stream-K deals k to the units.
+GEMM_K_BLOCK: Mapping[str, int] = {"gpu": 64, "asic": 128, "cpu": 32}
+#: Kinds whose vendor library has stream-K / split-K kernels: cuBLAS(Lt) since CUDA 11.8 on
+#: Ampere and Hopper (NVIDIA cuBLAS release notes, "stream-K" heuristics for small and
+#: wave-unfriendly shapes; CUTLASS ``GemmUniversalMode::kGemmSplitKParallel`` and the stream-K
+#: tile scheduler of CUTLASS 3.x) and hipBLASLt on CDNA3 (its "Stream-K" GSU/StreamK kernels).
+#: A CPU BLAS splits k only to share a cache block, and an ASIC compiler pads to its array.
+STREAM_K_KINDS: frozenset[str] = frozenset({"gpu"})
+#: Fixed time of one GEMM kernel (fill of the first tiles, drain of the last, the gap between
+#: back-to-back launches), seconds, per kind. GPU: fitted on the published square bf16 sweep of an
+#: NVIDIA H800 PCIe (rows ``h800-pcie-square-*`` of ``published/measurements.toml``, role
+#: fitted-on, ``fits = "gemm-model:ramp_gpu"``): the 2048^3 time less its executed FLOPs at the
+#: sweep's own large-shape rate (``published.score.fitted_gemm_ramp_s``); carried to every GPU.
+GEMM_RAMP_S: Mapping[str, float] = {"gpu": 0.755e-6}
+#: Fixed cost of one output tile (its pipeline fill before the first MMA and its epilogue after the
+#: last: loading the first k-blocks, converting and storing C), in elements of ``k`` of the main
+#: loop at the tile's own rate, keyed ``"<kind>:<dtype>"``. It makes the efficiency depend on
+#: ``k``: a tile's time is ``(k + fixed) / k`` times its main loop. GPU fp8: fitted on the
+#: published FP8 GEMM sweep of an NVIDIA H800 SXM at M = 4096 (rows ``h800-sxm-deepgemm-*`` of
+#: ``published/measurements.toml``, role fitted-on, ``fits = "gemm-model:tile_fixed_gpu_fp8"``;
+#: the same N and M run at 590 TFLOP/s with K = 512 and 1358 with K = 16384), re-fitted by
+#: ``published.score.fitted_gemm_tile_fixed_k``. An fp8 main-loop step moves twice the elements
+#: of a 16-bit one in the same time, so the same fixed time is twice as many fp8 elements; no
+#: 16-bit sweep in the table separates a per-tile cost from the ramp, so 16-bit GEMMs have none.
+GEMM_TILE_FIXED_K: Mapping[str, float] = {"gpu:fp8": 656.0}
+
+
+def _positive_table(name: str, table: Mapping[str, float], allow_zero: bool) -> dict[str, float]:
+    out = {str(kind): float(value) for kind, value in table.items()}
+    for kind, value in out.items():
+        (check_non_negative if allow_zero else check_positive)(f"GemmParams.{name}[{kind!r}]", value)
+    return out
 
 
 @dataclass(frozen=True)
@@ -52,13 +103,21 @@ class GemmParams:
 
     Efficiency at ``flops`` executed (tile-padded) FLOPs: ``eff_max * flops / (flops + half_flops)``,
     so time = ``(flops + half_flops) / (peak * eff_max)``: a fixed cost ``half_flops`` worth of
-    work plus a sustained fraction ``eff_max`` of peak. The defaults are uncalibrated: no derating
-    (``eff_max=1``, ``half_flops=0``), which leaves tile and wave quantization alone.
+    work plus a sustained fraction ``eff_max`` of peak. The defaults leave the ceilings' GEMM peak
+    alone (``eff_max=1``, ``half_flops=0``: a spec target's peak already carries its generation's
+    fitted fraction). ``stream_k`` lists the kinds priced with the stream-K schedule besides the
+    data-parallel one, ``k_block`` the main-loop depth per kind, ``ramp_s`` the fixed time per
+    kernel per kind, ``tile_fixed_k`` the fixed cost of one output tile in elements of ``k``
+    per ``"<kind>:<dtype>"`` (module docstring, :data:`GEMM_TILE_FIXED_K`).
     """
 
     eff_max: float = 1.0
     half_flops: float = 0.0
     tiles: Mapping[str, tuple[tuple[int, int], ...]] = field(default_factory=lambda: dict(DEFAULT_GEMM_TILES))
+    stream_k: frozenset[str] = STREAM_K_KINDS
+    k_block: Mapping[str, int] = field(default_factory=lambda: dict(GEMM_K_BLOCK))
+    ramp_s: Mapping[str, float] = field(default_factory=lambda: dict(GEMM_RAMP_S))
+    tile_fixed_k: Mapping[str, float] = field(default_factory=lambda: dict(GEMM_TILE_FIXED_K))
 
     def __post_init__(self) -> None:
         check_positive("GemmParams.eff_max", self.eff_max)
@@ -68,6 +127,15 @@ class GemmParams:
             if not table or any(tm < 1 or tn < 1 for tm, tn in table):
                 raise UsageError(f"GemmParams.tiles[{kind!r}] must list positive (rows, cols) tiles, got {table!r}")
         object.__setattr__(self, "tiles", tiles)
+        object.__setattr__(self, "stream_k", frozenset(str(kind) for kind in self.stream_k))
+        blocks = _positive_table("k_block", self.k_block, allow_zero=False)
+        object.__setattr__(self, "k_block", {kind: int(value) for kind, value in blocks.items()})
+        object.__setattr__(self, "ramp_s", _positive_table("ramp_s", self.ramp_s, allow_zero=True))
+        fixed = _positive_table("tile_fixed_k", self.tile_fixed_k, allow_zero=True)
+        for key in fixed:
+            if key.count(":") != 1:
+                raise UsageError(f"GemmParams.tile_fixed_k keys are '<kind>:<dtype>', got {key!r}")
+        object.__setattr__(self, "tile_fixed_k", fixed)
 
     def efficiency(self, flops: float) -> float:
         """Fraction of peak sustained on ``flops`` executed FLOPs (0 < eff <= eff_max)."""
@@ -75,18 +143,39 @@ class GemmParams:
 
     def to_json(self) -> dict[str, Any]:
         return {"version": GEMM_PARAMS_VERSION, "eff_max": self.eff_max, "half_flops": self.half_flops,
-                "tiles": {kind: [list(t) for t in table] for kind, table in self.tiles.items()}}
+                "tiles": {kind: [list(t) for t in table] for kind, table in self.tiles.items()},
+                "stream_k": sorted(self.stream_k), "k_block": dict(self.k_block), "ramp_s": dict(self.ramp_s),
+                "tile_fixed_k": dict(self.tile_fixed_k)}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "GemmParams":
-        if data.get("version") != GEMM_PARAMS_VERSION:
-            raise FormatError(f"GemmParams JSON version {data.get('version')!r} is not {GEMM_PARAMS_VERSION}")
+        version = data.get("version")
+        if version not in (1, 2, GEMM_PARAMS_VERSION):
+            raise FormatError(f"GemmParams JSON version {version!r} is not {GEMM_PARAMS_VERSION}")
         try:
-            return cls(float(data["eff_max"]), float(data["half_flops"]),
-                       {k: tuple(tuple(t) for t in v) for k, v in data["tiles"].items()})
+            tiles = {k: tuple(tuple(t) for t in v) for k, v in data["tiles"].items()}
+            if version == 1:   # version 1 had no schedules: the data-parallel schedule, no ramp
+                return cls(float(data["eff_max"]), float(data["half_flops"]), tiles, frozenset(), ramp_s={},
+                           tile_fixed_k={})
+            # version 2 had no per-tile fixed cost
+            fixed = dict(data["tile_fixed_k"]) if version == GEMM_PARAMS_VERSION else {}
+            return cls(float(data["eff_max"]), float(data["half_flops"]), tiles, frozenset(data["stream_k"]),
+                       dict(data["k_block"]), dict(data["ramp_s"]), fixed)
         except (KeyError, TypeError, ValueError, UsageError) as exc:
             raise FormatError(f"GemmParams JSON is malformed: {exc}") from exc
 
+
+@dataclass(frozen=True)
+class GemmSchedule:
+    """How a library runs one GEMM: ``schedule`` (``data-parallel`` or ``stream-k``), the tile,
+    the waves (fractional under stream-K: iterations per unit over a whole tile's), the executed
+    (padded) FLOPs and the fixed ramp in seconds."""
+
+    schedule: str
+    tile: tuple[int, int]
+    waves: float
+    executed_flops: float
+    ramp_s: float
 
 
 def _shape_dim(work: Work, name: str, default: float | None = None) -> int:
@@ -102,8 +191,20 @@ def _round_up(value: int, granule: int) -> int:
     return -(-value // granule) * granule
 
 
-def gemm_tiling(work: Work, ceilings: Ceilings, params: GemmParams) -> tuple[tuple[int, int], int, float]:
-    """The chosen ``(tile_m, tile_n)``, the wave count and the executed (padded) FLOPs."""
+def tile_fixed_k(work: Work, kind: str, params: GemmParams) -> float:
+    """The per-tile fixed cost (elements of ``k``) of ``work``'s dtype on ``kind``: 0 when the
+    work's FLOPs are not of one dtype or the table has no entry."""
+    if len(work.flops) != 1:
+        return 0.0
+    (dtype,) = work.flops
+    return params.tile_fixed_k.get(f"{kind}:{dtype}", 0.0)
+
+
+def gemm_schedule(work: Work, ceilings: Ceilings, params: GemmParams) -> GemmSchedule:
+    """The library's schedule of ``work`` on ``ceilings``: the cheapest of the data-parallel and
+    (on kinds in ``params.stream_k``) stream-K schedules over the kind's tiles. Every tile a unit
+    works on pays the dtype's fixed cost (:func:`tile_fixed_k`): a data-parallel unit one per
+    wave, a stream-K unit one per tile its share of iterations touches, plus one."""
     if work.op != "gemm":
         raise Uncovered(f"the gemm model predicts op 'gemm' only; work.op is {work.op!r}")
     m, n, k = (_shape_dim(work, d) for d in ("m", "n", "k"))
@@ -111,33 +212,55 @@ def gemm_tiling(work: Work, ceilings: Ceilings, params: GemmParams) -> tuple[tup
     units = ceilings.units()
     if units is None:
         raise Uncovered(f"no compute unit count on {target_label(ceilings)} for wave quantization")
-    table = params.tiles.get(ceilings.kind)
+    kind = ceilings.kind
+    table = params.tiles.get(kind)
     if not table:
-        raise Uncovered(f"no GEMM tile table for target kind {ceilings.kind!r}; known: {', '.join(params.tiles)}")
-    granule = SKINNY_GRANULE.get(ceilings.kind)
-    best: tuple[tuple[int, int], int, float] | None = None
+        raise Uncovered(f"no GEMM tile table for target kind {kind!r}; known: {', '.join(params.tiles)}")
+    granule = SKINNY_GRANULE.get(kind)
+    k_block = params.k_block.get(kind, k)
+    ramp = params.ramp_s.get(kind, 0.0)
+    fixed = tile_fixed_k(work, kind, params)
+    best: GemmSchedule | None = None
     for tile_m, tile_n in table:
         if granule is not None:
             tile_m, tile_n = min(tile_m, _round_up(m, granule)), min(tile_n, _round_up(n, granule))
         tiles = batch * math.ceil(m / tile_m) * math.ceil(n / tile_n)
+        per_k = 2.0 * tile_m * tile_n
         waves = math.ceil(tiles / units)
-        executed = waves * units * 2.0 * tile_m * tile_n * k
-        if best is None or executed < best[2]:
-            best = ((tile_m, tile_n), waves, executed)
+        candidates = [GemmSchedule("data-parallel", (tile_m, tile_n), float(waves),
+                                   waves * units * per_k * (k + fixed), ramp)]
+        if kind in params.stream_k and tiles % units:
+            per_tile = math.ceil(k / k_block)
+            iterations = tiles * per_tile
+            per_unit = math.ceil(iterations / units)
+            # one k_block of partial-sum fix-up per unit: some tile is shared by two units
+            touched = math.ceil(per_unit / per_tile) + 1
+            executed = units * per_k * (k_block * (per_unit + 1) + fixed * touched)
+            candidates.append(GemmSchedule("stream-k", (tile_m, tile_n), per_unit * k_block / k, executed, ramp))
+        for candidate in candidates:
+            if best is None or candidate.executed_flops < best.executed_flops:
+                best = candidate
     assert best is not None
     return best
 
 
+def gemm_tiling(work: Work, ceilings: Ceilings, params: GemmParams) -> tuple[tuple[int, int], float, float]:
+    """The chosen ``(tile_m, tile_n)``, the wave count and the executed (padded) FLOPs
+    (:func:`gemm_schedule` without its name and ramp)."""
+    schedule = gemm_schedule(work, ceilings, params)
+    return schedule.tile, schedule.waves, schedule.executed_flops
+
+
 def gemm_compute_terms(work: Work, ceilings: Ceilings, params: GemmParams) -> dict[str, float]:
-    """``{"compute:<dtype>": seconds}`` of the quantized, efficiency-derated GEMM."""
+    """``{"compute:<dtype>": seconds}`` of the scheduled, efficiency-derated GEMM plus its ramp."""
     if len(work.flops) != 1:
         raise Uncovered(f"gemm work needs FLOPs of exactly one dtype, got {sorted(work.flops) or 'none'}")
     (dtype, flops), = work.flops.items()
     peak = ceilings.peak(dtype, work.op)
     if peak is None:
         raise Uncovered(f"no peak FLOP/s for {dtype} on {target_label(ceilings)}")
-    _, _, executed = gemm_tiling(work, ceilings, params)
-    quantized_s = (executed + params.half_flops) / (peak * params.eff_max)
+    schedule = gemm_schedule(work, ceilings, params)
+    quantized_s = (schedule.executed_flops + params.half_flops) / (peak * params.eff_max) + schedule.ramp_s
     # The work's own FLOP count may exceed 2mnk (e.g. an epilogue): never below it at peak.
     return {f"compute:{dtype}": max(quantized_s, flops / peak)}
 

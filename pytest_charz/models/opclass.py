@@ -14,10 +14,17 @@ Per op class (:func:`~.opclass_costs.op_class_of`) the kernel's terms are:
   set fits in (see residency below), FLOPs at the vector peak.
 * **transcendental**: elements (``shape["elements"]``, else one per FLOP as the IR counts) at the
   measured transcendental throughput, else ``TRANSCENDENTAL_FLOPS`` vector FLOPs each.
-* **softmax, norm, transpose**: the real passes over the data: ``PASSES[class]`` times the minimal
-  bytes the Work counts (softmax reads its input three times: max, sum of exponentials,
-  normalisation; a norm twice; a transpose pays ``PASSES["transpose"]`` for the strided side),
-  plus softmax's exponentials.
+* **softmax, norm** on a CPU: the kernel's real passes over each row (ATen's kernels): softmax takes
+  the row's max (a reduction), writes ``exp(x - max)`` (an exponential per element), sums it (a
+  reduction) and scales it (a multiply); a layer norm takes the row's moments (Welford updates,
+  ``NORM_REDUCTIONS``) and normalises (its remaining FLOPs), an RMS norm
+  (``shape["norm"] == "rms"``) its sum of squares. Reductions run at the measured reduction rate
+  (``OpCosts.reduction_per_s``), exponentials at the measured ``exp`` rate, the rest at the
+  vector peak; the compute of the passes adds up. Memory: the minimal bytes once at their
+  residency, and the further traversals (``CPU_ROW_PASSES[class] - 1`` times the minimal bytes)
+  at the level one row (``shape["width"]`` elements in and out) fits in, where each pass finds
+  it. Elsewhere ``PASSES[class]`` times the minimal bytes, softmax's exponentials beside them.
+* **transpose**: ``PASSES["transpose"]`` times the minimal bytes (the strided side).
 * chases, transfers and collectives: the latency, link and collective terms of the other models.
 
 **Residency.** Bytes a Work counts at ``dram`` (the default of user and graph Work) are charged at
@@ -26,8 +33,9 @@ else the Work's total bytes) and which has a bandwidth figure; bytes a Work name
 stay there. **Dispatch.** On a CPU each of ``work.launches`` costs the framework's measured host
 dispatch (``OpCosts.dispatch_s`` of :func:`~.opclass_costs.framework_of`; term
 ``dispatch:<framework>``), else the ceilings' launch figure; elsewhere the ceilings' launch
-overhead (:mod:`.launch`). A CPU runs them in turn: kernel + dispatch + transfers. On an
-asynchronous device, launches and copies overlap kernels as :mod:`.composite` describes.
+overhead (:mod:`.launch`). **Fresh pages** of a large output: :mod:`.opclass_alloc`. A CPU runs
+them in turn: kernel + dispatch + pages + transfers. On an asynchronous device, launches and
+copies overlap kernels as :mod:`.composite` describes.
 """
 from __future__ import annotations
 
@@ -41,7 +49,8 @@ from .ceilings import Ceilings
 from .comm import collective_terms, transfer_terms
 from .gemm import GemmParams, gemm_compute_terms, gemm_tiling
 from .launch import launch_terms
-from .opclass_costs import GEMM_CLASSES, OpCosts, allocator_of, framework_of, op_class_of, work_dtype
+from .opclass_alloc import ALLOC_KIND, FRESH_OUTPUT_BYTES, allocation_terms, output_bytes  # noqa: F401
+from .opclass_costs import GEMM_CLASSES, OpCosts, framework_of, gemm_dims, op_class_of, shape_dim, work_dtype
 from .roofline import latency_terms, target_label
 
 #: Matrix dimension at which a GEMM reaches half its large-square efficiency, per target kind: the
@@ -49,52 +58,29 @@ from .roofline import latency_terms, target_label
 #: 6x16 to 16x14 with k unrolled by 4-8), of an MMA tile's edge on a GPU and of a systolic array's
 #: edge on an ASIC. A dimension far above it costs nothing; one at it halves the rate.
 GEMM_HALF_DIM: Mapping[str, float] = {"cpu": 8.0, "gpu": 32.0, "asic": 64.0}
-#: Passes over the minimal bytes a Work counts (reads and writes once) that the real kernel makes.
+#: Passes over the minimal bytes a Work counts (reads and writes once) that the real kernel makes
+#: (an accelerator's softmax: a read for the max and sum, one to normalise).
 PASSES: Mapping[str, float] = {"softmax": 2.0, "norm": 1.5, "transpose": 2.0}
+#: The same on a CPU, whose kernels pass over each row in turn (ATen's ``vec_softmax_lastdim``):
+#: softmax traverses each row six times (reads the input for the max and for the exponentials,
+#: writes them, reads them for the sum, reads and writes them for the scale) against the two of
+#: its minimal bytes; a layer norm three (reads for the moments, reads and writes to normalise).
+CPU_ROW_PASSES: Mapping[str, float] = {"softmax": 3.0, "norm": 1.5}
+#: A norm's moments per element, in a sum's per-element vector ops (one add): a layer norm's are
+#: Welford updates (ATen's ``RowwiseMoments``, ``moments_utils.h``: ``delta = x - m1;
+#: m1 += delta * c; m2 += delta * (x - m1)``, a subtract, an FMA, a subtract and an FMA), an RMS
+#: norm's the sum of squares (one FMA).
+NORM_REDUCTIONS: Mapping[str, float] = {"layer": 4.0, "rms": 1.0}
+#: Per element of a softmax: reductions (max, sum), exponentials, multiplies (the scale).
+SOFTMAX_PASSES = {"reductions": 2.0, "exponentials": 1.0, "multiplies": 1.0}
 #: Vector FLOPs one transcendental element costs where no throughput was measured: a
 #: range reduction and a degree-6 to 8 polynomial, as in SLEEF's and glibc's libmvec exp.
 TRANSCENDENTAL_FLOPS = 20.0
 #: Elementwise exponentials per score element of a softmax, and FLOPs the IR counts per element.
 SOFTMAX_FLOPS_PER_ELEMENT = 5.0
+#: FLOPs the IR counts per element of an affine layer norm (5, plus 1 each for weight and bias).
+NORM_FLOPS_PER_ELEMENT = 7.0
 _CACHE_LEVELS = ("l1", "l2", "l3")
-#: Output size from which glibc's malloc always maps fresh pages: ``DEFAULT_MMAP_THRESHOLD_MAX``,
-#: 4 * 1024 * 1024 * sizeof(long) on a 64-bit system, the ceiling of its dynamic mmap threshold
-#: (mallopt(3), M_MMAP_THRESHOLD).
-FRESH_OUTPUT_BYTES = 32 * 1024 * 1024
-PAGE_BYTES = 4096
-#: The kind of the fresh-page term, ``alloc:<allocator>``: a cost of the operating system, which
-#: a class calibration's efficiency does not scale (:meth:`pytest_charz.calibration.classes.ClassFit.apply`).
-ALLOC_KIND = "alloc"
-
-
-def _dim(shape: Mapping[str, float], *names: str) -> float | None:
-    for name in names:
-        value = shape.get(name)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 1:
-            return float(value)
-    return None
-
-
-def gemm_dims(work: Work, op_class: str) -> tuple[float, float, float, float] | None:
-    """``(m, n, k, batch)`` of a GEMM-like work from its shape, or None when the shape does not say."""
-    shape, flops = work.shape, work.total_flops
-    if op_class in ("gemm", "bmm"):
-        m, n, k = _dim(shape, "m"), _dim(shape, "n"), _dim(shape, "k")
-        batch = _dim(shape, "batch") or 1.0
-        return (m, n, k, batch) if m and n and k else None
-    if op_class == "conv":
-        cout, cin = _dim(shape, "out_channels"), _dim(shape, "in_channels")
-        if not (cout and cin and flops):
-            return None
-        kernel = math.prod(_dim(shape, key) or 1.0 for key in ("kernel_h", "kernel_w", "kernel_d"))
-        # kernel elements: as a builder names them, as the capture does ("kernel"), or from h x w x d
-        k = cin / (_dim(shape, "groups") or 1.0) * (_dim(shape, "kernel_elements", "kernel") or kernel)
-        return flops / (2.0 * cout * k), cout, k, 1.0
-    if op_class == "attention":
-        s_q, s_kv, d = _dim(shape, "s_q", "seq_q"), _dim(shape, "s_kv", "seq_kv"), _dim(shape, "d", "head_dim")
-        batch = (_dim(shape, "batch") or 1.0) * (_dim(shape, "heads") or 1.0)
-        return (s_q, s_kv, d, batch) if s_q and s_kv and d else None
-    return None
 
 
 def gemm_shape_efficiency(work: Work, op_class: str, ceilings: Ceilings) -> float:
@@ -147,8 +133,14 @@ def leveled_memory_terms(work: Work, ceilings: Ceilings, passes: float = 1.0) ->
         # a level without a bandwidth figure hands its bytes to the next outer one that has one
         target = next((lv for lv in levels[levels.index(target):] if ceilings.bandwidth(lv) is not None), "dram")
         moved[target] = moved.get(target, 0.0) + amount
+    # Bytes served from an outer level pass through every inner level the work also moves bytes
+    # at: an inner level's term counts them too (inclusive traffic), so a working set that
+    # outgrows a level never makes the work cheaper than when its bytes all stayed there.
+    order = {level: index for index, level in enumerate(levels)}
+    inclusive = {level: amount + sum(other for outer, other in moved.items() if order[outer] > order[level])
+                 for level, amount in moved.items()}
     terms = {}
-    for level, amount in moved.items():
+    for level, amount in inclusive.items():
         bandwidth = ceilings.bandwidth(level)
         if bandwidth is None:
             raise Uncovered(f"no {level} bandwidth on {target_label(ceilings)} for {amount:.6g} bytes")
@@ -158,11 +150,11 @@ def leveled_memory_terms(work: Work, ceilings: Ceilings, passes: float = 1.0) ->
 
 def _elements(work: Work, op_class: str) -> float:
     shape = work.shape
-    if _dim(shape, "elements"):
+    if shape_dim(shape, "elements"):
         return float(shape["elements"])
-    if _dim(shape, "rows") and _dim(shape, "width"):
+    if shape_dim(shape, "rows") and shape_dim(shape, "width"):
         return float(shape["rows"]) * float(shape["width"])
-    per_element = SOFTMAX_FLOPS_PER_ELEMENT if op_class == "softmax" else 1.0
+    per_element = {"softmax": SOFTMAX_FLOPS_PER_ELEMENT, "norm": NORM_FLOPS_PER_ELEMENT}.get(op_class, 1.0)
     return work.total_flops / per_element
 
 
@@ -203,6 +195,8 @@ def kernel_terms(work: Work, ceilings: Ceilings, costs: OpCosts) -> dict[str, fl
     if op_class == "transcendental":
         name, seconds = _transcendental_s(_elements(work, op_class), work_dtype(work), ceilings, costs)
         return {name: seconds, **leveled_memory_terms(work, ceilings)}
+    if op_class in CPU_ROW_PASSES and ceilings.kind == "cpu":
+        return {**row_pass_terms(work, op_class, ceilings, costs), **latency_terms(work, ceilings)}
     for dtype, flops in work.flops.items():
         if op_class == "softmax":
             continue
@@ -217,56 +211,62 @@ def kernel_terms(work: Work, ceilings: Ceilings, costs: OpCosts) -> dict[str, fl
     return {**terms, **memory, **latency_terms(work, ceilings)}
 
 
+def _reduction_s(elements: float, dtype: str, ceilings: Ceilings, costs: OpCosts) -> tuple[bool, float]:
+    """(measured, seconds) of ``elements`` folded by a vectorised reduction: at the measured
+    reduction rate, else one FLOP each at the vector peak."""
+    rate = costs.reduction(dtype)
+    if rate is not None:
+        return True, elements / rate
+    peak = ceilings.peak(dtype if dtype != "*" else "fp32", "elementwise")
+    if peak is None:
+        raise Uncovered(f"no reduction throughput or {dtype} vector peak on {target_label(ceilings)}")
+    return False, elements / peak
+
+
+def row_pass_terms(work: Work, op_class: str, ceilings: Ceilings, costs: OpCosts) -> dict[str, float]:
+    """A softmax's or a norm's terms from its passes over each row (module docstring): one
+    compute term (``compute:<dtype>``, ``:peak`` when a rate it needed was not measured) and the
+    memory terms of the first traversal at the residency and the others where a row fits."""
+    dtype = work_dtype(work)
+    compute_dtype = dtype if dtype != "*" else "fp32"
+    elements = _elements(work, op_class)
+    peak = ceilings.peak(compute_dtype, "elementwise")
+    measured = True
+    if op_class == "softmax":
+        folded, reduce_s = _reduction_s(SOFTMAX_PASSES["reductions"] * elements, dtype, ceilings, costs)
+        exp_name, exp_s = _transcendental_s(SOFTMAX_PASSES["exponentials"] * elements, dtype, ceilings, costs)
+        rest_flops = SOFTMAX_PASSES["multiplies"] * elements
+        measured = folded and not exp_name.endswith(":peak")
+        seconds = reduce_s + exp_s
+    else:
+        kind = "rms" if str(work.shape.get("norm", "")) == "rms" else "layer"
+        reductions = NORM_REDUCTIONS[kind] * elements
+        measured, seconds = _reduction_s(reductions, dtype, ceilings, costs)
+        rest_flops = max(work.total_flops - reductions, elements)
+    if peak is None:
+        raise Uncovered(f"no peak FLOP/s for {compute_dtype} on {target_label(ceilings)}")
+    seconds += rest_flops / peak
+    terms = {f"compute:{compute_dtype}" + ("" if measured else ":peak"): seconds}
+    passes = CPU_ROW_PASSES[op_class]
+    memory = leveled_memory_terms(work, ceilings)
+    width = shape_dim(work.shape, "width")
+    size = DTYPE_BYTES.get(compute_dtype, 4)
+    if width and work.bytes.get("dram"):
+        # each further pass finds the row (read and written) where it fits
+        row = Work(bytes={"dram": 2.0 * width * size})
+        again = leveled_memory_terms(Work(bytes={residency(row, ceilings): work.total_bytes}), ceilings, passes - 1.0)
+    else:
+        again = leveled_memory_terms(work, ceilings, passes - 1.0)
+    for name, value in again.items():
+        memory[name] = memory.get(name, 0.0) + value
+    return {**terms, **memory}
+
+
 def _library_gemm(work: Work, op_class: str, ceilings: Ceilings, costs: OpCosts) -> bool:
     """Whether a GEMM is priced by the GEMM model: a plain GEMM of one dtype with its m, n, k, on
     an accelerator, where no GEMM rate of that dtype was measured."""
     return (op_class == "gemm" and ceilings.kind in ("gpu", "asic") and len(work.flops) == 1
             and costs.gemm(work_dtype(work)) is None and all(key in work.shape for key in ("m", "n", "k")))
-
-
-def output_bytes(work: Work) -> float | None:
-    """Bytes of the tensor a work allocates for its output: ``shape["output_bytes"]``, else its
-    elements (``elements``; ``rows`` x ``width``; a GEMM's ``m`` x ``n`` x ``batch``) times its
-    dtype's size; None when the shape does not say or the op writes in place."""
-    shape = work.shape
-    if shape.get("inplace") or shape.get("out"):
-        return None
-    stated = _dim(shape, "output_bytes")
-    if stated:
-        return stated
-    size = DTYPE_BYTES.get(work_dtype(work))
-    if size is None:
-        return None
-    op_class = op_class_of(work)
-    if op_class in ("gemm", "bmm"):
-        dims = gemm_dims(work, op_class)
-        return dims[0] * dims[1] * dims[3] * size if dims else None
-    if op_class in ("elementwise", "transcendental", "copy", "transpose", "softmax", "norm"):
-        elements = _dim(shape, "elements") or ((_dim(shape, "rows") or 0.0) * (_dim(shape, "width") or 0.0))
-        return elements * size if elements else None
-    return None
-
-
-def allocation_terms(work: Work, ceilings: Ceilings, costs: OpCosts) -> dict[str, float]:
-    """``alloc:<framework>``: the fresh pages of a CPU op's output of ``FRESH_OUTPUT_BYTES`` or
-    more at the framework's measured cost per page (module docstring); empty otherwise, and where
-    no such cost was measured. An ``allocation`` work (the runtime suite's fresh-page case) is
-    its ``shape["pages"]`` at that cost."""
-    framework = framework_of(work)
-    per_page = costs.fresh_page(framework)
-    term = f"{ALLOC_KIND}:{allocator_of(framework)}"
-    if op_class_of(work) == "allocation":
-        pages = _dim(work.shape, "pages")
-        if per_page is None or not pages:
-            raise Uncovered(f"no {framework} fresh-page figure on {target_label(ceilings)} for an allocation of "
-                            f"{pages or 0:.0f} page(s) (the runtime suite's fresh-page case measures it)")
-        return {term: pages * per_page}
-    if ceilings.kind != "cpu" or not work.launches:
-        return {}
-    produced = output_bytes(work)
-    if per_page is None or produced is None or produced < FRESH_OUTPUT_BYTES:
-        return {}
-    return {term: work.launches * math.ceil(produced / PAGE_BYTES) * per_page}
 
 
 def dispatch_terms(work: Work, ceilings: Ceilings, costs: OpCosts) -> dict[str, float]:

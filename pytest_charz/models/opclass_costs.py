@@ -5,7 +5,9 @@ the vendor GEMM reached per dtype (``gemm:<dtype>`` in a capability profile: on 
 guest 263 GFLOP/s fp32 against an FMA-chain peak of 546), the host time one framework op costs
 per framework (``dispatch:<framework>``: 0.32 us for a NumPy ufunc call, about 1-3 us for a
 PyTorch eager op on the development VMs), and a transcendental function's throughput per dtype
-(``transcendental:<dtype>``, elements per second of a large ``exp``), and what a page the
+(``transcendental:<dtype>``, elements per second of a large ``exp``), a vectorised reduction's
+throughput per dtype (``reduction:<dtype>``, elements per second a ``sum`` folds, net of its
+dispatch: the max and sum passes of a softmax, the moments of a norm), and what a page the
 framework's allocator takes fresh from the operating system costs (``fresh-page:<framework>``:
 the mapping, the first-touch fault that zeroes the page, the unmapping; 1.7 us per 4 KiB page on
 the development VMs). A figure nobody measured
@@ -55,7 +57,7 @@ OP_CLASSES = tuple(dict.fromkeys(CLASS_OF_OP.values()))
 #: Classes that run GEMM-like on the library's GEMM kernels (the measured GEMM rate applies).
 GEMM_CLASSES = frozenset({"gemm", "bmm", "conv", "attention"})
 #: The figure maps of :class:`OpCosts`, in its fields' order.
-_FIELDS = ("gemm_flops_per_s", "dispatch_s", "transcendental_per_s", "fresh_page_s")
+_FIELDS = ("gemm_flops_per_s", "dispatch_s", "transcendental_per_s", "fresh_page_s", "reduction_per_s")
 
 
 def op_class_of(work: Work) -> str:
@@ -108,6 +110,67 @@ def framework_of(work: Work) -> str:
     return found
 
 
+def module_calls(work: Work) -> float | None:
+    """The ``nn.Module`` calls a captured op's host entered since the op before it
+    (``shape["module_calls"]``, :mod:`pytest_charz.workloads.capture`); None when not counted (a
+    builder's op, a capture recorded before they were counted)."""
+    calls = work.shape.get("module_calls")
+    if isinstance(calls, (int, float)) and not isinstance(calls, bool) and calls >= 0:
+        return float(calls)
+    return None
+
+
+def pays_module_call(work: Work) -> bool:
+    """Whether a captured op's host pays eager module code's per-op cost (``dispatch:torch-module``,
+    measured per op of small transformer blocks, their module calls and the Python between ops
+    included). Not a bare aten op of the root module's own ``forward`` (``shape["root_op"]`` with
+    no module call before it: :func:`module_calls` 0), whose host pays the bare dispatch; every
+    op of a submodule's code, the first op of a module call, and an op that does not count its
+    module calls (a builder's, a capture recorded before they were counted) pay it."""
+    calls = module_calls(work)
+    return not (calls == 0 and work.shape.get("root_op"))
+
+
+def host_framework(work: Work) -> str:
+    """The framework whose per-op host cost a graph's op pays: the one its Work names
+    (:func:`framework_of`), else ``torch-module`` for an op of module code (:func:`pays_module_call`),
+    else the bare framework op's (``torch``, ``torch-scalar``)."""
+    if "framework" in work.shape or "library" in work.shape or not pays_module_call(work):
+        return framework_of(work)
+    return "torch-module"
+
+
+def shape_dim(shape: Mapping[str, Any], *names: str) -> float | None:
+    """The first of ``names`` in ``shape`` that is a number of at least 1, else None."""
+    for name in names:
+        value = shape.get(name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 1:
+            return float(value)
+    return None
+
+
+def gemm_dims(work: Work, op_class: str) -> tuple[float, float, float, float] | None:
+    """``(m, n, k, batch)`` of a GEMM-like work from its shape, or None when the shape does not say."""
+    shape, flops = work.shape, work.total_flops
+    if op_class in ("gemm", "bmm"):
+        m, n, k = shape_dim(shape, "m"), shape_dim(shape, "n"), shape_dim(shape, "k")
+        batch = shape_dim(shape, "batch") or 1.0
+        return (m, n, k, batch) if m and n and k else None
+    if op_class == "conv":
+        cout, cin = shape_dim(shape, "out_channels"), shape_dim(shape, "in_channels")
+        if not (cout and cin and flops):
+            return None
+        kernel = math.prod(shape_dim(shape, key) or 1.0 for key in ("kernel_h", "kernel_w", "kernel_d"))
+        # kernel elements: as a builder names them, as the capture does ("kernel"), or from h x w x d
+        k = cin / (shape_dim(shape, "groups") or 1.0) * (shape_dim(shape, "kernel_elements", "kernel") or kernel)
+        return flops / (2.0 * cout * k), cout, k, 1.0
+    if op_class == "attention":
+        s_q, s_kv, d = shape_dim(shape, "s_q", "seq_q"), shape_dim(shape, "s_kv", "seq_kv"), shape_dim(shape, "d", "head_dim")
+        batch = (shape_dim(shape, "batch") or 1.0) * (shape_dim(shape, "heads") or 1.0)
+        return (s_q, s_kv, d, batch) if s_q and s_kv and d else None
+    return None
+
+
 def _check_figures(name: str, figures: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Figure]:
     out: dict[str, Figure] = {}
     for key, figure in figures.items():
@@ -122,13 +185,14 @@ def _check_figures(name: str, figures: Mapping[str, Any], keys: tuple[str, ...])
 @dataclass(frozen=True)
 class OpCosts:
     """Measured op-class figures: GEMM FLOP/s and transcendental elements/s per dtype, host
-    dispatch seconds per framework op, seconds per fresh page of a framework's allocations. Every
-    figure is a :class:`Figure` with its source."""
+    dispatch seconds per framework op, seconds per fresh page of a framework's allocations,
+    reduction elements/s per dtype. Every figure is a :class:`Figure` with its source."""
 
     gemm_flops_per_s: Mapping[str, Figure] = field(default_factory=dict)
     dispatch_s: Mapping[str, Figure] = field(default_factory=dict)
     transcendental_per_s: Mapping[str, Figure] = field(default_factory=dict)
     fresh_page_s: Mapping[str, Figure] = field(default_factory=dict)
+    reduction_per_s: Mapping[str, Figure] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gemm_flops_per_s", _check_figures("gemm_flops_per_s", self.gemm_flops_per_s, DTYPES))
@@ -136,6 +200,7 @@ class OpCosts:
         object.__setattr__(self, "transcendental_per_s",
                            _check_figures("transcendental_per_s", self.transcendental_per_s, DTYPES))
         object.__setattr__(self, "fresh_page_s", _check_figures("fresh_page_s", self.fresh_page_s, FRAMEWORKS))
+        object.__setattr__(self, "reduction_per_s", _check_figures("reduction_per_s", self.reduction_per_s, DTYPES))
 
     def gemm(self, dtype: str) -> float | None:
         figure = self.gemm_flops_per_s.get(dtype)
@@ -147,6 +212,12 @@ class OpCosts:
 
     def transcendental(self, dtype: str) -> float | None:
         figure = self.transcendental_per_s.get(dtype) or self.transcendental_per_s.get("fp32")
+        return figure.value if figure is not None else None
+
+    def reduction(self, dtype: str) -> float | None:
+        """Elements per second a vectorised reduction of ``dtype`` folds (fp32's for a dtype not
+        measured), None when none was measured."""
+        figure = self.reduction_per_s.get(dtype) or self.reduction_per_s.get("fp32")
         return figure.value if figure is not None else None
 
     def fresh_page(self, framework: str) -> float | None:

@@ -25,6 +25,7 @@ from .compute import best_rates, flops_curve
 from .collectives import read_collectives
 from .consensus import check_order, make_curve, read_levels
 from .levels import bandwidth_group, latency_levels, latency_per_load_s, levels, staircase_cases
+from .opclass_rates import opclass_rates
 from .probe import read_probes
 from .sanity import twin_flags
 
@@ -373,6 +374,9 @@ def find_ceilings(run: Run) -> tuple[list[CaseFigures], dict[str, Any], list[str
     if overhead_cases:
         found, curves["overhead"] = _overheads(overhead_cases)
         figures.extend(found)
+    # the op-class suite's exp and sum rates (softmax's and norms' passes), net of dispatch
+    dispatch = {f.name.split(":", 1)[1]: f.value for f in figures if f.name.startswith("dispatch:") and f.value}
+    figures.extend(opclass_rates([c for op in ("elementwise", "reduction") for c in by_op.get(op, [])], dispatch))
     if by_op.get("contention"):
         found, curves["contention"], pair_notes = _contention(by_op["contention"])
         figures.extend(found)

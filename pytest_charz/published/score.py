@@ -2,22 +2,28 @@
 
 A GEMM row is ``predict(Work(2mnk FLOPs, the three matrices' bytes, op="gemm", shape), target)``
 with no profile (the default model, datasheet ceilings and the target's priors); a copy row is
-``predict(Work(bytes=...), target)``; an LLM row is the prefill of its prompt plus ``output - 1``
-decode steps at the middle context, each ``predict_graph`` of a graph from
+``predict(Work(bytes=...), target)``; a collective row is ``predict(Work(collectives=...), target)``
+(the collective library's algorithm choice, :mod:`pytest_charz.models.comm`); an LLM row is the
+prefill of its prompt plus ``output - 1`` decode steps at the middle context, each ``predict_graph`` of a graph from
 :func:`pytest_charz.workloads.builders.build`. Rows of products outside the catalogue cannot be
 predicted: they are fitted-on rows, and :func:`fitted_fractions` re-derives from them the fraction
 each catalogue rule holds (``value / peak``, averaged over the rule's rows), so that a test can
-check the catalogue against the table it cites.
+check the catalogue against the table it cites. Rows fitted on by the models' own constants
+(``fits = "gemm-model:..."`` or ``"collective-model:..."``) are re-fitted the same way:
+:func:`fitted_gemm_ramp_s` for the GEMM ramp, :func:`fitted_gemm_tile_fixed_k` for the per-tile fixed cost
+of a dtype, :func:`fitted_fractions` for the collective fractions.
 """
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..errors import UsageError
-from ..work import Work
-from .table import GemmCase, LlmCase, PublishedRow, StreamCase, load_measurements
+from ..work import Collective, Work
+from .serving import ServingCase, score_serving_row
+from .table import CollectiveCase, GemmCase, LlmCase, PublishedRow, StreamCase, load_measurements
 
 BYTES_PER_ELEMENT = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int32": 4}
 
@@ -55,6 +61,20 @@ def stream_work(case: StreamCase) -> Work:
     return Work(bytes=case.bytes, op="stream")
 
 
+def collective_work(case: CollectiveCase) -> Work:
+    """The Work of one collective as nccl-tests runs it (``bytes`` its buffer size)."""
+    return Work(collectives=(Collective(case.op, case.bytes, case.ranks),))
+
+
+def case_work(case: GemmCase | StreamCase | CollectiveCase) -> Work:
+    """The Work of a kernel-level row's case (GEMM, copy or collective)."""
+    if isinstance(case, GemmCase):
+        return gemm_work(case)
+    if isinstance(case, CollectiveCase):
+        return collective_work(case)
+    return stream_work(case)
+
+
 def llm_time_s(case: LlmCase, target: str) -> tuple[float, tuple[str, ...]]:
     """Spec-only end-to-end time of an LLM row and the uncovered ops' reasons (empty when complete)."""
     from ..workloads.builders import build
@@ -79,6 +99,8 @@ def score_row(row: PublishedRow) -> ScoredRow:
     known = {name for spec in catalogue().values() for name in (spec.id, *spec.identity.aliases)}
     if row.target not in known:
         return ScoredRow(row, measured, None, (), f"{row.target!r} is not a catalogue target (a fitted-on row)")
+    if isinstance(row.case, ServingCase):
+        return score_serving_row(row)
     if isinstance(row.case, LlmCase):
         try:
             predicted, missing = llm_time_s(row.case, row.target)
@@ -87,7 +109,7 @@ def score_row(row: PublishedRow) -> ScoredRow:
         if missing:
             return ScoredRow(row, measured, None, (), f"uncovered ops: {missing[0]}")
         return ScoredRow(row, measured, predicted, ("llm: the priors of every op (see the GEMM and copy rows)",))
-    work = gemm_work(row.case) if isinstance(row.case, GemmCase) else stream_work(row.case)
+    work = case_work(row.case)
     prediction = predict(work, target=row.target)
     if not prediction.covered:
         return ScoredRow(row, measured, None, (), prediction.reason)
@@ -120,7 +142,7 @@ def fitted_fractions(rows: Sequence[PublishedRow] | None = None) -> dict[str, fl
 
     groups: dict[str, list[float]] = {}
     for row in load_measurements() if rows is None else rows:
-        if row.held_out:
+        if row.held_out or row.fits.startswith("gemm-model:"):
             continue
         peak = row.peak
         if peak is None:
@@ -133,5 +155,102 @@ def fitted_fractions(rows: Sequence[PublishedRow] | None = None) -> dict[str, fl
                 peak = figure / 1e9 if figure is not None else None
         if peak is None:
             raise UsageError(f"published row {row.id!r} has no peak to fit a fraction of")
-        groups.setdefault(row.fits, []).append(row.value / peak)
+        scale = shape_fraction(row.case) if isinstance(row.case, GemmCase) else 1.0
+        groups.setdefault(row.fits, []).append(row.value / peak * scale)
     return {key: statistics.fmean(values) for key, values in groups.items()}
+
+
+def fitted_gemm_ramp_s(rows: Sequence[PublishedRow] | None = None) -> dict[str, float]:
+    """``{"gemm-model:<key>": seconds}``: the GEMM ramp re-fitted on its fitted-on sweep rows.
+
+    Per rule, the rows are one product's square sweep (``peak`` and ``units`` given): the large-
+    shape rate is the mean over all but the smallest shape of measured over scheduled rate (the
+    GEMM model's executed FLOPs on ``units`` units at peak); the ramp is the smallest shape's time
+    less its executed FLOPs at that rate."""
+    from ..models.ceilings import Ceilings
+    from ..models.gemm import GemmParams, gemm_schedule
+    from ..targets.spec import Figure
+
+    groups: dict[str, list[PublishedRow]] = {}
+    for row in load_measurements() if rows is None else rows:
+        if not row.held_out and row.fits.startswith("gemm-model:ramp_") and isinstance(row.case, GemmCase):
+            groups.setdefault(row.fits, []).append(row)
+    ramps: dict[str, float] = {}
+    no_ramp = GemmParams(ramp_s={})
+    for rule, members in groups.items():
+        if len(members) < 2 or any(r.peak is None or r.units is None for r in members):
+            raise UsageError(f"GEMM ramp rule {rule!r} needs two or more rows with peak and units")
+        executed: list[tuple[float, float, float]] = []   # (flops, executed, measured seconds)
+        for row in members:
+            assert isinstance(row.case, GemmCase) and row.peak is not None and row.units is not None
+            ceilings = Ceilings(target_id=row.target, kind="gpu", peak_flops={row.case.dtype: Figure(row.peak * 1e12, row.source)},
+                                compute_units=Figure(float(row.units), row.source))
+            work = gemm_work(row.case)
+            executed.append((work.total_flops, gemm_schedule(work, ceilings, no_ramp).executed_flops,
+                             row.measured_time_s()))
+        executed.sort()
+        rate = statistics.fmean(done / seconds for _, done, seconds in executed[1:])
+        _, smallest_done, smallest_s = executed[0]
+        ramps[rule] = smallest_s - smallest_done / rate
+    return ramps
+
+
+#: The per-tile fixed costs :func:`fitted_gemm_tile_fixed_k` tries, elements of k.
+TILE_FIXED_K_GRID = tuple(range(0, 4097, 4))
+
+
+def _sweep_ceilings(row: PublishedRow) -> Any:
+    from ..models.ceilings import Ceilings
+    from ..targets.spec import Figure
+
+    assert isinstance(row.case, GemmCase) and row.peak is not None and row.units is not None
+    return Ceilings(target_id=row.target, kind="gpu", peak_flops={row.case.dtype: Figure(row.peak * 1e12, row.source)},
+                    compute_units=Figure(float(row.units), row.source))
+
+
+def fitted_gemm_tile_fixed_k(rows: Sequence[PublishedRow] | None = None) -> dict[str, float]:
+    """``{"gemm-model:tile_fixed_<kind>_<dtype>": elements of k}``: the per-tile fixed cost
+    re-fitted on its fitted-on sweep rows (one product, one dtype, ``peak`` and ``units`` given).
+
+    For each cost of :data:`TILE_FIXED_K_GRID`, every row's executed FLOPs under the GEMM model
+    (its tiles, waves and stream-K, that fixed cost per tile) over its measured time less the
+    ramp is a rate; the fit is the cost whose rates agree best (least squares of their logs): the
+    one constant rate the rows then share is the large-K rate, which the catalogue's fraction gives."""
+    from ..models.gemm import GemmParams, gemm_schedule
+
+    groups: dict[str, list[PublishedRow]] = {}
+    for row in load_measurements() if rows is None else rows:
+        if not row.held_out and row.fits.startswith("gemm-model:tile_fixed_") and isinstance(row.case, GemmCase):
+            groups.setdefault(row.fits, []).append(row)
+    fits: dict[str, float] = {}
+    for rule, members in groups.items():
+        if len(members) < 3 or any(r.peak is None or r.units is None for r in members):
+            raise UsageError(f"GEMM tile cost rule {rule!r} needs three or more rows with peak and units")
+        dtypes = {r.case.dtype for r in members if isinstance(r.case, GemmCase)}
+        if len(dtypes) != 1:
+            raise UsageError(f"GEMM tile cost rule {rule!r} mixes dtypes {sorted(dtypes)}")
+        (dtype,) = dtypes
+        best: tuple[float, float] | None = None
+        for fixed in TILE_FIXED_K_GRID:
+            params = GemmParams(tile_fixed_k={f"gpu:{dtype}": float(fixed)})
+            logs = []
+            for row in members:
+                schedule = gemm_schedule(gemm_work(row.case), _sweep_ceilings(row), params)  # type: ignore[arg-type]
+                logs.append(math.log(schedule.executed_flops / (row.measured_time_s() - schedule.ramp_s)))
+            mean = statistics.fmean(logs)
+            loss = sum((value - mean) ** 2 for value in logs)
+            if best is None or loss < best[0]:
+                best = (loss, float(fixed))
+        assert best is not None
+        fits[rule] = best[1]
+    return fits
+
+
+def shape_fraction(case: GemmCase, kind: str = "gpu") -> float:
+    """``(k + fixed) / k``: how much faster than at ``case``'s shape a GEMM of the same dtype runs
+    at large ``k`` (the per-tile fixed cost of :data:`pytest_charz.models.gemm.GEMM_TILE_FIXED_K`;
+    1 for a dtype without one). A fitted-on row measured at ``k`` holds this much more than
+    ``value / peak`` of the large-K rate."""
+    from ..models.gemm import GemmParams, tile_fixed_k
+
+    return (case.k + tile_fixed_k(gemm_work(case), kind, GemmParams())) / case.k

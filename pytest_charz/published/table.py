@@ -1,8 +1,9 @@
 """The committed table of published GPU measurements (``measurements.toml``), typed and checked.
 
 Each row is one published figure: what was measured (a GEMM shape and dtype, a STREAM-like copy
-of so many bytes, or an LLM run: model configuration, batch, input and output tokens, tensor
-parallelism, dtype), its value and unit, its citation, and its role: ``fitted-on`` when a prior of
+of so many bytes, a collective as nccl-tests runs it: op, buffer bytes and ranks, or an LLM run:
+model configuration, batch, input and output tokens, tensor parallelism, dtype), its value and
+unit (a collective's is nccl-tests' bus bandwidth), its citation, and its role: ``fitted-on`` when a prior of
 the catalogue was fitted on it (``fits`` = ``"<catalogue source key>:<efficiency key>"``),
 ``held-out`` when it only tests the priors. :func:`load_measurements` is the public loader; a bad
 file is a :class:`~pytest_charz.errors.SpecError` naming the file, the field and the value.
@@ -16,12 +17,13 @@ from typing import Any, Mapping
 
 from ..datafile import TableReader
 from ..formats import read_toml
-from ..work import DTYPES
+from ..work import COLLECTIVE_OPS, DTYPES
+from .serving import SERVING_KINDS, SERVING_UNITS, ServingCase, read_serving_case
 
 TABLE_PATH = Path(__file__).with_name("measurements.toml")
-KINDS = ("gemm", "stream", "llm")
+KINDS = ("gemm", "stream", "collective", "llm", *SERVING_KINDS)
 ROLES = ("fitted-on", "held-out")
-UNITS = {"gemm": "TFLOP/s", "stream": "GB/s", "llm": "ms"}
+UNITS = {"gemm": "TFLOP/s", "stream": "GB/s", "collective": "GB/s", "llm": "ms", **SERVING_UNITS}
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,15 @@ class StreamCase:
 
 
 @dataclass(frozen=True)
+class CollectiveCase:
+    """A collective ``op`` over ``ranks`` ranks of a buffer of ``bytes`` as nccl-tests counts it."""
+
+    op: str
+    bytes: float
+    ranks: int
+
+
+@dataclass(frozen=True)
 class LlmCase:
     """An LLM generation: ``batch`` sequences of ``input`` prompt tokens, ``output`` tokens each,
     on ``tp`` devices; ``model`` is a configuration of ``pytest_charz/workloads/configs/``."""
@@ -58,7 +69,9 @@ class LlmCase:
 class PublishedRow:
     """One published measurement. ``value`` is in ``unit`` (TFLOP/s for GEMM, GB/s for a copy,
     ms end to end for an LLM run); ``source`` is the full citation; ``peak`` is the datasheet
-    figure (same unit) of a product outside the catalogue, which its fitted fraction is of."""
+    figure (same unit) of a product outside the catalogue, which its fitted fraction is of (a
+    collective's: the per-direction peer link rate); ``units`` its compute unit count where a
+    fit needs the GEMM schedule of a product outside the catalogue."""
 
     id: str
     target: str
@@ -67,10 +80,11 @@ class PublishedRow:
     value: float
     unit: str
     source: str
-    case: GemmCase | StreamCase | LlmCase
+    case: GemmCase | StreamCase | CollectiveCase | LlmCase | ServingCase
     fits: str = ""
     peak: float | None = None
     note: str = ""
+    units: int | None = None
 
     @property
     def held_out(self) -> bool:
@@ -83,6 +97,12 @@ class PublishedRow:
             return 2.0 * case.m * case.n * case.k / (self.value * 1e12)
         if isinstance(case, StreamCase):
             return case.bytes / (self.value * 1e9)
+        if isinstance(case, CollectiveCase):
+            from ..models.comm import bus_factor
+
+            return case.bytes * bus_factor(case.op, case.ranks) / (self.value * 1e9)
+        if isinstance(case, ServingCase):
+            return case.measured_time_s(self.value)
         return self.value * 1e-3
 
     def to_json(self) -> dict[str, Any]:
@@ -104,7 +124,10 @@ class _Reader(TableReader):
             raise self.fail(f"{field}.{key}", "must be a positive number", value)
         return float(value)
 
-    def case(self, raw: Mapping[str, Any], kind: str, field: str) -> GemmCase | StreamCase | LlmCase:
+    def case(self, raw: Mapping[str, Any], kind: str,
+             field: str) -> GemmCase | StreamCase | CollectiveCase | LlmCase | ServingCase:
+        if kind in SERVING_KINDS:
+            return read_serving_case(self, raw, kind, field)
         where = f"{field}.{kind}"
         if kind == "gemm":
             data = self.table(raw.get(kind), where, ("m", "n", "k", "dtype"))
@@ -113,6 +136,10 @@ class _Reader(TableReader):
         if kind == "stream":
             data = self.table(raw.get(kind), where, ("bytes",))
             return StreamCase(self.number(data, "bytes", where))
+        if kind == "collective":
+            data = self.table(raw.get(kind), where, ("op", "bytes", "ranks"))
+            return CollectiveCase(self.choice(data, "op", where, COLLECTIVE_OPS), self.number(data, "bytes", where),
+                                  self.count(data, "ranks", where))
         data = self.table(raw.get(kind), where, ("model", "batch", "input", "output", "tp", "dtype"))
         return LlmCase(self.text(data, "model", where), self.count(data, "batch", where),
                        self.count(data, "input", where), self.count(data, "output", where),
@@ -131,7 +158,7 @@ class _Reader(TableReader):
                                 item.get("kind") if isinstance(item, dict) else item)
             kind = str(item["kind"])
             row = self.table(item, field, ("id", "target", "kind", "role", "value", "unit", "source", kind),
-                             ("fits", "peak", "note"))
+                             ("fits", "peak", "note", "units"))
             role = self.choice(row, "role", field, ROLES)
             unit = self.text(row, "unit", field)
             if unit != UNITS[kind]:
@@ -150,7 +177,8 @@ class _Reader(TableReader):
                 value=self.number(row, "value", field), unit=unit, source=sources[source],
                 case=self.case(row, kind, field), fits=fits,
                 peak=self.number(row, "peak", field) if "peak" in row else None,
-                note=str(row.get("note", ""))))
+                note=str(row.get("note", "")),
+                units=self.count(row, "units", field) if "units" in row else None))
         return tuple(rows)
 
 

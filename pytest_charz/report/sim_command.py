@@ -81,20 +81,37 @@ def check_finite_result(result: Any, given: list[str]) -> None:
                         else "the target's figures are beyond what the simulator can compute with"))
 
 
-def machine_from_args(args: Any) -> Any:
-    """The simulated machine ``args`` ask for, priced by the core of its target, model, profile
-    and calibration (each checked against the others), with the ``--set`` figures."""
+def base_machine_from_args(args: Any) -> Any:
+    """The simulated machine of ``args``' target (or profile), priced by the core of its target,
+    model, profile and calibration (each checked against the others), before any ``--set``."""
     from ..prediction import load_predictor, read_profile
     from ..sim import Machine
     from ..targets.catalogue import resolve
 
-    settings = parse_settings(args.set)
     spec = resolve(args.target)
     profile = read_profile(args.profile) if args.profile else None
     predictor = load_predictor(spec, getattr(args, "model", None), profile, getattr(args, "calibration", None))
-    machine = Machine.from_profile(profile, spec, predictor) if profile is not None \
+    return Machine.from_profile(profile, spec, predictor) if profile is not None \
         else Machine.from_spec(spec, predictor)
-    return machine.with_params(settings)
+
+
+def machine_from_args(args: Any) -> Any:
+    """The simulated machine ``args`` ask for: :func:`base_machine_from_args` with the ``--set``
+    figures."""
+    settings = parse_settings(args.set)
+    return base_machine_from_args(args).with_params(settings)
+
+
+def whatif_line(base: Any, settings: Mapping[str, float], host_dispatch_us: float | None) -> str | None:
+    """``what-if: memory_bandwidth 4.8 TB/s (was 3.35 TB/s), host dispatch 2 us``: the figures the
+    command line changed, each beside the machine's own; None when nothing was changed."""
+    from ..sim.parameters import format_parameter
+
+    changed = [f"{name} {format_parameter(name, value)} (was {format_parameter(name, base.param(name))})"
+               for name, value in settings.items()]
+    if host_dispatch_us is not None:
+        changed.append(f"host dispatch {format_time(host_dispatch_us * 1e-6)} per op")
+    return "what-if: " + ", ".join(changed) if changed else None
 
 
 def result_lines(result: Any) -> list[str]:
@@ -135,17 +152,21 @@ def sim_command(args: Any, emit: Callable[[str], None] = print) -> int:
     from ..formats import atomic_write_json, check_output_file, dumps_json
     from ..sim import SimOptions, simulate_graph
     from ..sim.defaults import LAUNCH_QUEUE_DEPTH
+    from ..sim.runtime import with_runtime_profile
 
     check_host_dispatch_us(args.host_dispatch_us)
     if args.trace:
         check_output_file(args.trace, "--trace")
     graph = graph_from_args(args)
-    machine = machine_from_args(args)
+    settings = parse_settings(args.set)
+    base = base_machine_from_args(args)
+    machine = base.with_params(settings)
     options = SimOptions(graph_replay=args.graph_replay,
                          launch_queue_depth=args.queue_depth if args.queue_depth is not None else LAUNCH_QUEUE_DEPTH,
                          trace=args.trace is not None,
                          host_dispatch_s=None if args.host_dispatch_us is None else args.host_dispatch_us * 1e-6)
-    given = figures_given(parse_settings(args.set), args.host_dispatch_us)
+    options = with_runtime_profile(options, getattr(args, "runtime", None))
+    given = figures_given(settings, args.host_dispatch_us)
     try:
         result = simulate_graph(graph, machine, options)
     except UsageError as exc:
@@ -158,7 +179,9 @@ def sim_command(args: Any, emit: Callable[[str], None] = print) -> int:
     if args.json:
         emit(dumps_json({**result.to_json(), "ops": []} if not args.all_ops else result.to_json(), "charz sim --json"))
         return 0
-    for line in result_lines(result):
+    lines = result_lines(result)
+    changed = whatif_line(base, settings, args.host_dispatch_us)
+    for line in lines[:1] + ([changed] if changed else []) + lines[1:]:
         emit(line)
     if args.trace:
         dram = machine.param("memory_bandwidth")

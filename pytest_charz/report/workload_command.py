@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from ..errors import UsageError
 from ..units import format_bytes, format_time
@@ -45,6 +45,12 @@ def add_graph_options(parser: Any) -> None:
     parser.add_argument("--context", type=int, default=None,
                         help=f"tokens already in the KV cache of a decode step (default: {DEFAULT_TOKENS})")
     parser.add_argument("--dtype", default=None, help="bf16, fp16, fp32... (default: the model's)")
+    parser.add_argument("--precision", default=None,
+                        help="precision recipe: fp8, int8-wo, int4-wo, bf16, fp16, fp32 (replaces --dtype)")
+    parser.add_argument("--kv-dtype", default=None, help="KV cache dtype: fp8, bf16, fp16, fp32 (default: the "
+                                                         "activations')")
+    parser.add_argument("--runtime", default=None, help="how the graph is issued: eager, graphs (CUDA graph "
+                                                        "replay) or serving (a serving engine's fused kernels)")
     parser.add_argument("--tp", type=int, default=1, help="tensor-parallel ranks (default: 1)")
     parser.add_argument("--unfused", action="store_true", help="attention as its parts, not one fused kernel")
     parser.add_argument("--num-layers", type=int, default=None, help="build only this many layers")
@@ -80,8 +86,27 @@ def graph_from_args(args: Any) -> "Graph":
         check_positive_count(option.replace("_", "-"), getattr(args, option, None))
     phase = args.phase or ("decode" if config.is_decoder else "forward")
     seq, context = default_tokens(config, phase, args.seq, args.context)
-    return build(config, phase, batch=args.batch, seq=seq, context=context, dtype=args.dtype,
-                 tp=args.tp, fused_attention=not args.unfused, num_layers=getattr(args, "num_layers", None))
+    recipe = recipe_from_args(args)
+    return build(config, phase, batch=args.batch, seq=seq, context=context, dtype=recipe["dtype"],
+                 tp=args.tp, fused_attention=not args.unfused, num_layers=getattr(args, "num_layers", None),
+                 kernels=recipe["kernels"], kv_dtype=recipe["kv_dtype"])
+
+
+def recipe_from_args(args: Any) -> dict[str, Any]:
+    """``--precision`` (else ``--dtype``), ``--kv-dtype`` and the kernels ``--runtime`` implies,
+    checked: ``{"dtype", "kv_dtype", "kernels"}``."""
+    from ..workloads.builders_ops import KV_DTYPES, PRECISIONS
+    from ..workloads.runtime import runtime_profile
+
+    precision = getattr(args, "precision", None)
+    if precision is not None and precision not in PRECISIONS:
+        raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)}; got {precision!r}")
+    kv_dtype = getattr(args, "kv_dtype", None)
+    if kv_dtype is not None and kv_dtype not in KV_DTYPES:
+        raise UsageError(f"--kv-dtype must be one of {', '.join(KV_DTYPES)}; got {kv_dtype!r}")
+    profile = runtime_profile(getattr(args, "runtime", None))
+    kernels = profile.kernels if profile is not None and profile.kernels else "fused"
+    return {"dtype": precision or args.dtype, "kv_dtype": kv_dtype, "kernels": kernels}
 
 
 def default_tokens(config: Any, phase: str, seq: int | None, context: int | None) -> tuple[int | None, int | None]:
@@ -149,6 +174,15 @@ def _graph_title(graph: "Graph") -> str:
     return f"{graph.name} {graph.phase}" + (f" ({shown})" if shown else "")
 
 
+#: The graph parameters a latency depends on most, in the order a header names them.
+SHAPE_KEYS = ("batch", "seq", "context", "dtype", "tp")
+
+
+def shape_summary(params: Mapping[str, Any]) -> str:
+    """``batch 1, seq 1, context 4096, dtype bf16, tp 1``: what a latency was asked for."""
+    return ", ".join(f"{key} {params[key]}" for key in SHAPE_KEYS if params.get(key) is not None)
+
+
 def _most_common(values: Iterable[str]) -> str:
     counts: dict[str, int] = {}
     for value in values:
@@ -193,8 +227,10 @@ def show_graph(graph: "Graph", all_ops: bool, emit: Callable[[str], None]) -> in
     return 0
 
 
-def prediction_lines(result: "GraphPrediction", all_ops: bool) -> list[str]:
-    """The text ``charz workload predict`` prints for ``result``."""
+def prediction_lines(result: "GraphPrediction", all_ops: bool,
+                     params: Mapping[str, Any] | None = None) -> list[str]:
+    """The text ``charz workload predict`` prints for ``result``; ``params`` (the graph's) puts
+    its batch, sequence, context, dtype and tensor-parallel degree in the header."""
     rows = []
     groups = group_ops([op.name for op in result.ops], should_collapse(len(result.ops), all_ops))
     for group in groups:
@@ -204,7 +240,9 @@ def prediction_lines(result: "GraphPrediction", all_ops: bool) -> list[str]:
                      format_time(total_s / len(members)), format_time(total_s),
                      _most_common(op.bound or "not covered" for op in members),
                      format_share(sum(op.share for op in members))])
-    lines = [f"{result.graph} {result.phase} on {result.target} ({result.model}, ceilings {result.ceilings_origin})",
+    shape = shape_summary(params or {})
+    lines = [f"{result.graph} {result.phase} on {result.target} ({result.model}, ceilings {result.ceilings_origin})"
+             + (f": {shape}" if shape else ""),
              render_table(["op", "class", "time/op", "time", "bound", "share"], rows, markdown=False)]
     lines.append(render_table(["class", "ops", "time", "share"],
                               [[row.op_class, row.ops, format_time(row.time_s), format_share(row.share)]
@@ -248,10 +286,11 @@ def workload_command(args: Any) -> int:
     check_host_dispatch_us(args.host_dispatch_us)
     result = predict_graph(graph, target=args.target, model=args.model, profile=args.profile,
                            calibration=getattr(args, "calibration", None),
-                           host_dispatch_s=None if args.host_dispatch_us is None else args.host_dispatch_us * 1e-6)
+                           host_dispatch_s=None if args.host_dispatch_us is None else args.host_dispatch_us * 1e-6,
+                           runtime=getattr(args, "runtime", None))
     if args.json:
         print(dumps_json(result.to_json(), "charz workload predict --json"))
         return 0
-    for line in prediction_lines(result, args.all_ops):
+    for line in prediction_lines(result, args.all_ops, graph.params):
         print(line)
     return 0

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from ..errors import UsageError
 from ..models.base import Uncovered
-from ..models.comm import collective_name
+from ..models.comm import bus_factor, collective_name, library_of_target, nccl_plan
 from ..models.gemm import GemmParams, gemm_compute_terms
 from ..models.roofline import latency_terms
 from ..work import MEMORY_LEVELS, Work
@@ -232,6 +232,11 @@ def collective_plan(op: str, n_bytes: float, ranks: int, machine: Machine) -> Co
     if ranks > machine.devices:
         raise UsageError(f"a {name} over {ranks} ranks needs {ranks} devices; the {machine.id} system has "
                          f"{machine.devices} (parameter devices)")
+    if machine.topology == "switch":
+        # as the collective library runs it where the models know the link (models.comm.nccl_plan)
+        chosen = nccl_plan(name, n_bytes, ranks, link.total_bytes_per_s, library_of_target(machine.id))
+        if chosen is not None:
+            return CollectivePlan(chosen[0], chosen[1], n_bytes * bus_factor(name, ranks), chosen[2])
     p, alpha, n = ranks, link.latency_s, n_bytes
     factor = 2.0 if name == "all-reduce" else 1.0
     plans: list[CollectivePlan] = []

@@ -10,7 +10,7 @@ figures that core's ceilings describe (:attr:`.machine.Machine.priced_at`). Then
   what-if figure that differs from ``priced_at`` overrides the core's ceilings
   (:meth:`~pytest_charz.models.ceilings.Ceilings.with_overrides`): DRAM and cache bandwidths and
   capacities, compute units (the GEMM waves), the compute scale of units and clock (every peak,
-  and a model's measured GEMM and transcendental rates), link bandwidths and latencies (a peer
+  and a model's measured GEMM, transcendental and reduction rates), link bandwidths and latencies (a peer
   link's change drops the profile's measured collective lines, so the link's alpha-beta applies),
   and the launch overhead. The default machine gives the core's price exactly.
 * **Split.** :func:`split` keeps the simulator's own demand vector (:func:`.hardware.op_cost`:
@@ -61,13 +61,13 @@ def _scaled(figures: Any, scale: float, why: str) -> dict[str, Figure]:
 
 
 def _scaled_model(model: Any, scale: float, why: str) -> Any:
-    """``model`` with its measured compute rates (an op-class model's GEMM and transcendental
-    figures) scaled by ``scale``; the model itself when it has none."""
+    """``model`` with its measured compute rates (an op-class model's GEMM, transcendental and
+    reduction figures) scaled by ``scale``; the model itself when it has none."""
     costs = getattr(model, "costs", None)
     if costs is None or not dataclasses.is_dataclass(model) or not dataclasses.is_dataclass(costs):
         return model
     rates = {name: _scaled(getattr(costs, name), scale, why)
-             for name in ("gemm_flops_per_s", "transcendental_per_s") if getattr(costs, name, None)}
+             for name in ("gemm_flops_per_s", "transcendental_per_s", "reduction_per_s") if getattr(costs, name, None)}
     return dataclasses.replace(model, costs=dataclasses.replace(costs, **rates)) if rates else model
 
 

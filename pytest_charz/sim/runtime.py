@@ -11,12 +11,25 @@ queue depth and graph replay. A CPU target's host waits for each op, as in ``pre
 """
 from __future__ import annotations
 
-from ..workloads.runtime import ASYNCHRONOUS_KINDS, Runtime
+from dataclasses import replace
+
+from ..workloads.runtime import ASYNCHRONOUS_KINDS, Runtime, runtime_profile
 from ..workloads.schedule import HOST, Schedule, run_schedule, schedule_graph, share_rates
 from .machine import Machine
 from .result import SimOptions
 
-__all__ = ["HOST", "Schedule", "run_schedule", "schedule_graph", "share_rates", "sim_runtime"]
+__all__ = ["HOST", "Schedule", "run_schedule", "schedule_graph", "share_rates", "sim_runtime", "with_runtime_profile"]
+
+
+def with_runtime_profile(options: SimOptions, runtime: str | None) -> SimOptions:
+    """``options`` under the runtime profile ``runtime`` (:data:`pytest_charz.workloads.runtime.RUNTIME_PROFILES`,
+    the one ``predict_graph(runtime=...)`` applies): its graph replay, and its host dispatch
+    unless ``options`` already give one. None: ``options`` unchanged."""
+    named = runtime_profile(runtime)
+    if named is None:
+        return options
+    dispatch = options.host_dispatch_s if options.host_dispatch_s is not None else named.dispatch_s
+    return replace(options, graph_replay=options.graph_replay or named.graph_replay, host_dispatch_s=dispatch)
 
 
 def sim_runtime(machine: Machine, options: SimOptions) -> Runtime:
@@ -25,4 +38,17 @@ def sim_runtime(machine: Machine, options: SimOptions) -> Runtime:
     return Runtime(dispatch, machine.launch_overhead_s, machine.kind in ASYNCHRONOUS_KINDS,
                    machine.sources.get("dispatch_overhead", "") if options.host_dispatch_s is None else "given",
                    machine.sources.get("launch_overhead", ""), options.launch_queue_depth, machine.copy_engines,
-                   options.graph_replay, machine.graph_launch_overhead_s)
+                   options.graph_replay, machine.graph_launch_overhead_s,
+                   framework_dispatch=machine_framework_dispatch(machine) if options.host_dispatch_s is None else ())
+
+
+def machine_framework_dispatch(machine: Machine) -> tuple[tuple[str, float], ...]:
+    """The measured dispatch per framework of the core that prices ``machine`` (a CPU's op-class
+    model: :attr:`pytest_charz.workloads.runtime.Runtime.framework_dispatch`), while the machine's
+    ``dispatch_overhead`` is still the one the core was priced at (a what-if dispatch applies to
+    every op); empty otherwise."""
+    costs = getattr(getattr(machine.predictor, "model", None), "costs", None)
+    figures = getattr(costs, "dispatch_s", None)
+    if machine.kind != "cpu" or not figures or machine.dispatch_overhead_s != machine.priced_at.get("dispatch_overhead"):
+        return ()
+    return tuple(sorted((name, figure.value) for name, figure in figures.items()))

@@ -323,3 +323,19 @@ def simulate_work(work: Work, machine: Machine, *, predictor: "Predictor | None"
         clock_mhz=running.clock_mhz,
         energy_breakdown_j={"compute": cost.compute_energy_j, "memory_and_links": cost.energy_j - cost.compute_energy_j,
                             "static": static_j}, model=f"{core.model.name} on {core.ceilings.origin}")
+
+
+def simulate_serving_case(case: Any, machine: Machine) -> float:
+    """The time of a published serving run (:class:`pytest_charz.published.serving.ServingCase`)
+    simulated on ``machine`` under the case's runtime profile: its prefill plus its decode steps
+    at the middle context, the graphs :func:`pytest_charz.published.serving.serving_graphs`
+    builds for ``predict_graph`` too (one answer)."""
+    from ..published.serving import serving_graphs
+    from .runtime import with_runtime_profile
+
+    options = with_runtime_profile(SimOptions(), case.runtime)
+    prefill, decode, steps = serving_graphs(case)
+    total = simulate_graph(prefill, machine, options).latency_s
+    if decode is not None:
+        total += steps * simulate_graph(decode, machine, options).latency_s
+    return float(total)

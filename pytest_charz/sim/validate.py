@@ -112,8 +112,10 @@ def _llm_time_s(case: Any, target: str) -> float:
 def score_published(rows: Sequence[Any] | None = None) -> list[SimScore]:
     """The published table's rows (default: the committed one) against the simulator."""
     from . import simulate_work
-    from ..published import GemmCase, LlmCase, load_measurements
-    from ..published.score import gemm_work, stream_work
+    from ..published import LlmCase, load_measurements
+    from ..published.score import case_work
+    from ..published.serving import ServingCase
+    from .simulate import simulate_serving_case
     from ..targets.catalogue import catalogue
 
     known = {name for spec in catalogue().values() for name in (spec.id, *spec.identity.aliases)}
@@ -125,10 +127,12 @@ def score_published(rows: Sequence[Any] | None = None) -> list[SimScore]:
                                    f"{row.target!r} is not a catalogue target", row.role))
             continue
         try:
-            if isinstance(row.case, LlmCase):
+            if isinstance(row.case, ServingCase):
+                simulated = simulate_serving_case(row.case, _machine(row.target, None))
+            elif isinstance(row.case, LlmCase):
                 simulated = _llm_time_s(row.case, row.target)
             else:
-                work = gemm_work(row.case) if isinstance(row.case, GemmCase) else stream_work(row.case)
+                work = case_work(row.case)
                 simulated = float(simulate_work(work, _machine(row.target, None)).latency_s)
         except UsageError as exc:
             scores.append(SimScore(row.id, "published", row.target, measured, None, row.kind, row.source, str(exc),
@@ -140,7 +144,8 @@ def score_published(rows: Sequence[Any] | None = None) -> list[SimScore]:
 
 
 def summary(scores: Sequence[SimScore]) -> dict[str, dict[str, Any]]:
-    """Per kind (and per published row kind): n, MAPE, median and P90 |error|, bias (median error)."""
+    """Per kind (and per published row kind, per op class of the ``op`` scores: ``op:<class>``):
+    n, MAPE, median and P90 |error|, bias (median error)."""
     from ..validation.models import error_summary
 
     groups: dict[str, list[float]] = {}
@@ -148,6 +153,8 @@ def summary(scores: Sequence[SimScore]) -> dict[str, dict[str, Any]]:
         if score.error is None:
             continue
         groups.setdefault(score.kind, []).append(score.error)
+        if score.kind == "op" and score.detail:
+            groups.setdefault(f"op:{score.detail}", []).append(score.error)   # per op class
         if score.kind == "published":
             groups.setdefault(f"published:{score.detail}", []).append(score.error)
             groups.setdefault(f"published:{score.role}", []).append(score.error)
@@ -195,9 +202,11 @@ def render_markdown(document: Mapping[str, Any]) -> str:
 
 
 
-def validate_sim_command(run_paths: Sequence[str], profile_path: str | None, out_dir: str) -> dict[str, Any]:
+def validate_sim_command(run_paths: Sequence[str], profile_path: str | None, out_dir: str,
+                         quiet: bool = False) -> dict[str, Any]:
     """``charz validate RUN... --sim [--sim-profile P]``: score the simulator, write
-    ``validation-sim.json`` and ``.md`` in ``out_dir``, print the summary; returns the document."""
+    ``validation-sim.json`` and ``.md`` in ``out_dir``, print the summary (not with ``quiet``:
+    :func:`print_sim_summary` then prints it); returns the document."""
     import os
 
     from ..formats import PROFILE, atomic_write_json, atomic_write_text
@@ -208,13 +217,21 @@ def validate_sim_command(run_paths: Sequence[str], profile_path: str | None, out
     document = validation_document(scores, run_paths, profile_path)
     atomic_write_json(os.path.join(out_dir, "validation-sim.json"), document)
     atomic_write_text(os.path.join(out_dir, "validation-sim.md"), render_markdown(document))
+    if not quiet:
+        print_sim_summary(document, out_dir)
+    return document
+
+
+def print_sim_summary(document: Mapping[str, Any], out_dir: str) -> None:
+    """The simulator's error by kind of case, and where its report was written."""
+    import os
+
     print(f"simulator error ({document['error']}):")
     for key, figures in document["summary"].items():
         print(f"  {key:<19} n={figures['n']:<4} median |error| {_pct(figures['median_abs'], False):>6}  "
               f"P90 {_pct(figures['p90_abs'], False):>6}  bias {_pct(figures['bias']):>7}")
     print(f"simulator validation: {os.path.join(out_dir, 'validation-sim.md')} (.json)")
-    return document
 
 
 __all__ = ["KINDS", "SIM_VALIDATION", "SimScore", "case_graph", "render_markdown", "score_published", "score_runs",
-           "summary", "validate_sim_command", "validation_document"]
+           "print_sim_summary", "summary", "validate_sim_command", "validation_document"]

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from ..errors import UsageError
-from ..models.opclass_costs import op_class_of
+from ..models.opclass_costs import host_framework, op_class_of
 from ..models.registry import DEFAULT_MODEL, get_model
 from ..records import CaseRecord, Run
 from ..work import Work
@@ -50,16 +50,17 @@ _TRANSCENDENTAL_SOURCES = frozenset({"exp", "exp2", "expm1", "log", "log1p", "ta
 def op_work(work: Work, source: str, module_code: bool = True) -> Work:
     """An op's Work as the model should see it: an elementwise aten op bound by its math marked
     ``transcendental`` with its ``function`` (the capture keeps that mark in the op's attrs, not
-    its Work); an op captured from a model's module code marked ``framework="torch-module"``
-    unless ``module_code`` is False (the op timed alone, replayed: its module code is not in its
+    its Work); an op that begins a module call of a model's code
+    (:func:`~pytest_charz.models.opclass_costs.pays_module_call`) marked
+    ``framework="torch-module"`` unless ``module_code`` is False (the op timed alone, replayed: its module code is not in its
     time, only the bare framework op's dispatch)."""
     name = aten_name(source)
     shape: dict[str, Any] = dict(work.shape)
     if work.op == "elementwise" and name in _TRANSCENDENTAL_SOURCES and not work.shape.get("transcendental"):
         shape.update(transcendental=1, function=name)
-    if module_code and source != HELDOUT and "framework" not in shape and "library" not in shape:
-        # an aten op a capture saw inside a model's nn.Module code: its host pays that code's
-        # per-op cost (module calls, the views folded out of the graph), dispatch:torch-module
+    if module_code and source != HELDOUT and host_framework(work) == "torch-module":
+        # an aten op that begins an nn.Module call: its host pays the module code's cost
+        # (the call, the views folded out of the graph), dispatch:torch-module
         shape["framework"] = "torch-module"
     if shape == dict(work.shape):
         return work

@@ -18,6 +18,8 @@ FLOP conventions (one multiply-add is 2 FLOPs):
   fills and factories (``zeros``, ``fill_``, ``arange``) 0.
 * reductions: 1 per input element; softmax 5 per element (backward 4); norms per element
   (layer norm 5, plus 1 each for weight and bias; rms norm 3 plus 1 for weight; backward 2x).
+  Softmax and layer and RMS norms give the length of their rows (``width``: the softmax's
+  dimension, the normalised shape's elements); an RMS norm is marked ``norm="rms"``.
 * gathers and copies: 0 FLOPs (scatter-adds 1 per source element).
 """
 from __future__ import annotations
@@ -237,14 +239,24 @@ def aten_cost(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any], inputs:
         causal = bool(argument(func, args, kwargs, "is_causal", False))
         return attention_cost(q, k, v, causal, backward=backward)
     if name in SOFTMAX:
-        return AtenCost("softmax", SOFTMAX[name] * out_elems, first_out)
+        # the row a pass finds in cache: the softmax dimension's length
+        dim = argument(func, args, kwargs, "dim", -1)
+        rows_of = out_shapes[0] if out_shapes and out_shapes[0] else (1,)
+        width = int(rows_of[int(dim) if isinstance(dim, int) and -len(rows_of) <= int(dim) < len(rows_of) else -1])
+        return AtenCost("softmax", SOFTMAX[name] * out_elems, {**first_out, "width": width})
     if name in NORMS:
         elems = float(_numel(in_shapes[1] if name.endswith("_backward") else in_shapes[0]))
         per = 3.0 if "rms" in name else 5.0
         affine = sum(1 for t in inputs[1:3] if t is not None and t.dim() >= 1)
         flops = elems * (per + affine) * (2.0 if name.endswith("_backward") else 1.0)
         kind = next(k for k in ("rms", "layer", "batch", "group") if k in name)
-        return AtenCost("norm", flops, {"elements": elems}, {"kind": kind})
+        shape: dict[str, Any] = {"elements": elems}
+        normalized = argument(func, args, kwargs, "normalized_shape") if kind in ("rms", "layer") else None
+        if isinstance(normalized, (list, tuple)) and normalized:
+            shape["width"] = _numel(normalized)      # one row: the normalised dimensions
+        if kind == "rms":
+            shape["norm"] = "rms"                    # one reduction per element (opclass.NORM_REDUCTIONS)
+        return AtenCost("norm", flops, shape, {"kind": kind})
     if name in REDUCTIONS:
         return AtenCost("reduction", float(_numel(in_shapes[0])) if in_shapes else in_elems, {"elements": in_elems})
     if name in GATHERS:

@@ -24,15 +24,23 @@ Op names are the transformers module paths; ``attrs["params"]`` the parameters e
 
 ``kernels`` says which kernels the graph models. ``"fused"`` (the default): an inference
 runtime's fused kernels, one op per RMSNorm/LayerNorm, rotary embedding, SiLU*mul or GELU and
-KV-cache write. ``"eager"`` (:mod:`.builders_eager`): PyTorch eager running transformers'
+KV-cache write. ``"serving"`` (:mod:`.builders_serving`): a serving engine's, which also fuse q/k/v
+into one gemm, gate and up into one, each residual add into the next norm, and the rotary
+embedding with the cache write. ``"eager"`` (:mod:`.builders_eager`): PyTorch eager running transformers'
 modules, what the workload suite runs and what :mod:`.capture` records: the decomposed ops
 (RMSNorm's fp32 upcast, pow, mean, rsqrt...; rotary's mul, neg, cat, add; DynamicCache's ``cat``,
 which copies the whole cache at each decode step; ``silu`` and ``mul``; autograd's backward ops
 and ``AdamW(foreach=False)``'s eight ops per parameter tensor), each costed as the capture costs
 it, so the two agree op class by op class (on one device: ``tp=1``).
+
+``dtype`` names a precision recipe (:data:`.builders_ops.PRECISIONS`: ``fp32``, ``bf16``,
+``fp16``, ``fp8``, ``int8-wo``, ``int4-wo``) and ``kv_dtype`` the KV cache's dtype (default the
+activations'; ``fp8`` as FP8 serving engines keep it): weights, cache and traffic follow them,
+and so does the memory check of :mod:`.capacity`.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ..errors import UsageError
@@ -45,6 +53,8 @@ from .builders_layers import (
     vit_tokens,
 )
 from .builders_ops import (
+    DECODE_KERNELS,
+    KV_DTYPES,
     PRECISIONS,
     Precision,
     collective,
@@ -52,15 +62,18 @@ from .builders_ops import (
     embedding,
     gemm,
     norm,
+    precision,
 )
+from .builders_serving import ServingLayerBuilder, check_serving_family
 from .builders_eager import EagerLayerBuilder, Emitter, eager_embed
 from .builders_train import backward_ops, eager_backward, eager_loss, eager_optimizer, optimizer_ops
 from .graph import Graph, Op
 from .model_configs import DECODER_FAMILIES, ModelConfig, load_config
 
 DECODER_PHASES = ("prefill", "decode", "train")
-#: What ``build(kernels=...)`` models: an inference runtime's fused kernels, or eager PyTorch.
-KERNELS = ("fused", "eager")
+#: What ``build(kernels=...)`` models: an inference runtime's fused kernels, eager PyTorch, or a
+#: serving engine's (:mod:`.builders_serving`).
+KERNELS = ("fused", "eager", "serving")
 ENCODER_PHASES = ("forward",)
 NOTES = ("attention FLOPs count the full score matrix (causal half in attrs flops_causal_half)",
          ("norms and softmax accumulate in fp32; activations, KV cache and norm weights are stored in the "
@@ -158,8 +171,10 @@ def _embed(config: ModelConfig, p: Precision, m: int, tp: int) -> list[Op]:
     return [conv, add]
 
 
-def _head(config: ModelConfig, p: Precision, phase: str, m: int, batch: int, tp: int, x: str) -> list[Op]:
-    """Final norm and LM head (decoders) or final norm and pooler (encoders)."""
+def _head(config: ModelConfig, p: Precision, phase: str, m: int, batch: int, tp: int, x: str,
+          final_norm: Op | None = None) -> list[Op]:
+    """Final norm and LM head (decoders) or final norm and pooler (encoders); ``final_norm``
+    replaces a decoder's final norm (a serving engine's, with the residual add fused in)."""
     hidden = config.hidden_size
     if config.family in ("bert", "vit"):
         ops: list[Op] = []
@@ -176,7 +191,7 @@ def _head(config: ModelConfig, p: Precision, phase: str, m: int, batch: int, tp:
     tied = config.tied_embeddings
     head = gemm("lm_head", m, vocab, hidden, p, (final,), high_precision=True, params=0 if tied else vocab * hidden,
                 attrs={"tied": tied, "logits_tokens": m})
-    ops = [norm(final, kind, m, hidden, p, (x,)), head]
+    ops = [final_norm if final_norm is not None else norm(final, kind, m, hidden, p, (x,)), head]
     if tp > 1 and phase != "train":  # training computes a vocabulary-parallel loss instead
         ops.append(collective("lm_head.all_gather", "all-gather", m * vocab * p.act_bytes, tp, ("lm_head",)))
     return ops
@@ -216,7 +231,8 @@ def check_kernels(kernels: Any) -> str:
 
 def build(name_or_config: str | ModelConfig, phase: str, batch: int = 1, seq: int | None = None,
           context: int | None = None, dtype: str | None = None, tp: int = 1, fused_attention: bool = True,
-          num_layers: int | None = None, kernels: str = "fused") -> Graph:
+          num_layers: int | None = None, kernels: str = "fused", kv_dtype: str | None = None,
+          decode_kernel: str = "grouped") -> Graph:
     """The op graph of one tensor-parallel rank of a model in ``phase``.
 
     ``dtype`` defaults to the config's (``fp32``, ``bf16``, ``fp16`` or ``fp8``); ``num_layers``
@@ -224,7 +240,12 @@ def build(name_or_config: str | ModelConfig, phase: str, batch: int = 1, seq: in
     a score bmm, a softmax and a value bmm. Raises :class:`UsageError` naming the bad argument and
     what is valid. ``kernels`` picks the kernels modelled: ``"fused"`` (an inference runtime's
     fused norm, rotary and activation kernels) or ``"eager"`` (the decomposed ops eager PyTorch
-    launches for transformers' modules, :mod:`.builders_eager`; one device only, ``tp=1``).
+    launches for transformers' modules, :mod:`.builders_eager`; one device only, ``tp=1``) or
+    ``"serving"`` (a serving engine's, :mod:`.builders_serving`). ``dtype`` is a precision recipe
+    (module docstring) and ``kv_dtype`` (one of :data:`.builders_ops.KV_DTYPES`) the KV cache's.
+    ``decode_kernel`` (:data:`.builders_ops.DECODE_KERNELS`): how a decode step's attention
+    kernel reads a grouped-query cache (once per K/V head, or once per query head); eager
+    kernels have none (PyTorch's scaled-dot-product attention, as its capture records it).
     """
     check_kernels(kernels)
     config = load_config(name_or_config)
@@ -232,20 +253,33 @@ def build(name_or_config: str | ModelConfig, phase: str, batch: int = 1, seq: in
     dtype = config.default_dtype if dtype is None else dtype
     if dtype not in PRECISIONS:
         raise UsageError(f"dtype must be one of {', '.join(PRECISIONS)}; got {dtype!r}")
+    if kv_dtype is not None and kv_dtype not in KV_DTYPES:
+        raise UsageError(f"kv_dtype must be one of {', '.join(KV_DTYPES)}; got {kv_dtype!r}")
+    if kernels == "eager" and (PRECISIONS[dtype].weight_only or (kv_dtype or PRECISIONS[dtype].act) != PRECISIONS[dtype].act):
+        raise UsageError(f"kernels='eager' runs transformers' modules in one dtype; dtype={dtype!r} with "
+                         f"kv_dtype={kv_dtype!r} needs kernels='fused' or 'serving'")
+    if kernels == "serving":
+        check_serving_family(config)
+    if phase == "train" and (kernels == "serving" or PRECISIONS[dtype].weight_only or kv_dtype is not None):
+        raise UsageError(f"train builds a training step: kernels='serving', weight-only recipes and kv_dtype are "
+                         f"for inference; got kernels={kernels!r}, dtype={dtype!r}, kv_dtype={kv_dtype!r}")
+    if decode_kernel not in DECODE_KERNELS:
+        raise UsageError(f"decode_kernel must be one of {', '.join(DECODE_KERNELS)}; got {decode_kernel!r}")
     _positive_int("batch", batch)
     check_tp(config, tp)
     if num_layers is not None:
         config = config.replace_fields(num_hidden_layers=_positive_int("num_layers", num_layers))
     s_q, cached = _tokens(config, phase, seq, context)
     _check_positions(config, s_q + cached)
-    p = PRECISIONS[dtype]
+    p = precision(dtype, kv_dtype)
     window = config.get("sliding_window")
     s_kv = s_q + cached
     if phase == "decode" and window is not None:
         s_kv = min(s_kv, window)  # the rolling-buffer cache holds the last `window` positions
     shape = LayerShape(batch=batch, s_q=s_q, s_kv=s_kv, tp=tp, fused=fused_attention,
                        causal=config.is_decoder and phase != "decode", cache=phase in ("prefill", "decode"),
-                       window=window if phase != "decode" else None)
+                       window=window if phase != "decode" else None,
+                       decode_kernel=None if kernels == "eager" else decode_kernel)
     m = shape.tokens
     if kernels == "eager":
         if tp != 1:
@@ -256,7 +290,7 @@ def build(name_or_config: str | ModelConfig, phase: str, batch: int = 1, seq: in
         layers: LayerBuilder = EagerLayerBuilder(config, p, shape, ops, emit, tables, phase)
     else:
         ops = _embed(config, p, m, tp)
-        layers = LayerBuilder(config, p, shape, ops)
+        layers = (ServingLayerBuilder if kernels == "serving" else LayerBuilder)(config, p, shape, ops)
         x = ops[-1].name
     for i in range(config.num_layers):
         x = layers.build(i, x)
@@ -268,19 +302,40 @@ def build(name_or_config: str | ModelConfig, phase: str, batch: int = 1, seq: in
             eager_backward(forward, emit)
             eager_optimizer(forward, emit)
     else:
-        ops.extend(_head(config, p, phase, m, batch, tp, x))
-    if kernels == "fused" and phase == "train":
+        final = layers.final_norm("model.norm", x) if isinstance(layers, ServingLayerBuilder) else None
+        ops.extend(_head(config, p, phase, m, batch, tp, x, final))
+    if kernels != "eager" and phase == "train":
         forward = list(ops)
         ops.extend(_loss(config, p, m, tp, "lm_head"))
         backward = backward_ops(forward, ops[-1].name, p, m, config.hidden_size, tp)
         ops.extend(backward)
         ops.extend(optimizer_ops(forward, backward, p))
+    if kernels != "eager":
+        ops = streamed_weights(ops)
     heads, kv_heads = heads_per_rank(config, tp)
     params = {"model": config.id, "family": config.family, "batch": batch, "seq": s_q, "context": cached,
-              "dtype": dtype, "tp": tp, "fused_attention": fused_attention, "num_layers": config.num_layers,
-              "kernels": kernels,
+              "dtype": dtype, "kv_dtype": p.kv_dtype, "tp": tp, "fused_attention": fused_attention,
+              "num_layers": config.num_layers, "kernels": kernels, "decode_kernel": decode_kernel,
               "heads_per_rank": heads, "kv_heads_per_rank": kv_heads}
     return Graph(name=config.id, phase=phase, ops=tuple(ops), params=params, notes=NOTES)
+
+
+def streamed_weights(ops: list[Op]) -> list[Op]:
+    """``ops`` with every weight-reading op's working set (``shape["working_set_bytes"]``) set to
+    the weights of the whole graph: an inference runtime reads each weight once per pass, and
+    between two reads of a layer's weight every other layer's weight goes through the caches,
+    so its bytes come from DRAM even where one layer's weight alone would fit the last-level
+    cache (a decode step of a 70B model at tp 2 reads 42 MB of q/k/v weights per layer, under an
+    H100's 50 MB L2, 80 times over). Ops that read no weight keep their own working set (the
+    activations the previous op just wrote)."""
+    total = sum(float(op.attrs.get("weight_bytes", 0.0)) for op in ops)
+    out = []
+    for op in ops:
+        if float(op.attrs.get("weight_bytes", 0.0)) > 0.0 and "working_set_bytes" not in op.work.shape:
+            op = replace(op, work=replace(op.work, shape={**op.work.shape,
+                                                          "working_set_bytes": max(total, op.work.total_bytes)}))
+        out.append(op)
+    return out
 
 
 def graph_parameters(graph: Graph) -> int:
@@ -298,5 +353,5 @@ def layer_prefix(config: str | ModelConfig, layer: int) -> str:
     return NAMES[load_config(config).family]["layer"].format(i=layer)
 
 
-__all__ = ["DECODER_FAMILIES", "DECODER_PHASES", "ENCODER_PHASES", "KERNELS", "build", "check_tp", "graph_parameters",
+__all__ = ["DECODER_FAMILIES", "DECODER_PHASES", "ENCODER_PHASES", "KERNELS", "KV_DTYPES", "PRECISIONS", "build", "check_tp", "graph_parameters",
            "layer_prefix", "phases", "weight_bytes"]

@@ -23,6 +23,7 @@ from .builders_ops import (
     cache_write,
     collective,
     elementwise,
+    expand_weight_only,
     gemm,
     norm,
 )
@@ -69,6 +70,7 @@ class LayerShape:
     causal: bool
     cache: bool
     window: int | None = None
+    decode_kernel: str | None = "grouped"
 
     @property
     def tokens(self) -> int:
@@ -104,7 +106,10 @@ class LayerBuilder:
         self.inter = config.intermediate_size // shape.tp
 
     def _add(self, op: Op) -> str:
-        self.ops.append(op)
+        """Append ``op`` (a weight-only gemm as the kernels a runtime runs for it); the name of the
+        op whose output is its output."""
+        for kernel in expand_weight_only(op, self.p):
+            self.ops.append(kernel)
         return op.name
 
     def _path(self, i: int, key: str) -> str:
@@ -165,7 +170,7 @@ class LayerBuilder:
         if s.cache:
             deps = self._cache_write(i, attn, deps)
         parts = attention(attn, s.batch, self.heads, self.kv_heads, s.s_q, s.s_kv, d, p, deps, layer=i,
-                          fused=s.fused, causal=s.causal, window=s.window)
+                          fused=s.fused, causal=s.causal, window=s.window, decode_kernel=s.decode_kernel)
         for op in parts:
             self._add(op)
         out = self._add(gemm(self._path(i, "o"), m, hidden, q_width, p, (parts[-1].name,), layer=i, bias=self.bias,

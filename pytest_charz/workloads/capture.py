@@ -14,6 +14,13 @@ issues, each costed from shapes alone by :mod:`.aten_costs` (so a 70B model capt
   would otherwise decompose it differently. Its FLOPs count the full score matrix; causal
   attention has ``attrs["causal"] = True`` and the triangle's count in ``attrs["causal_flops"]``.
 
+Each forward op's Work counts ``shape["module_calls"]``, the ``nn.Module`` calls the host entered
+since the op before it (the root's included), and an op the root module's own ``forward`` issues
+is marked ``shape["root_op"]``. A bare aten op of the root's ``forward`` (no module call before
+it: a chain of ops in one ``forward``) pays the framework's bare dispatch; every other op pays
+eager module code's per-op cost (``dispatch:torch-module``,
+:func:`pytest_charz.models.opclass_costs.host_framework`).
+
 Bytes are ``{"dram": inputs + outputs}``: each distinct input view counted once, gathers counting
 only the rows they read. ``deps`` name the ops that last wrote the storages an op reads.
 
@@ -132,6 +139,12 @@ class Recorder:
         if torch._C._current_graph_task_id() != -1:
             attrs["backward"] = True
         shape = dict(cost.shape)
+        if "backward" not in attrs:
+            # nn.Module calls the host entered since the previous op: none for a bare aten op
+            # of a forward (its bare dispatch), each one's Python for the first op of a call
+            shape["module_calls"] = self.paths.take_calls()
+            if self.paths.in_root():
+                shape["root_op"] = 1         # issued by the root's own forward
         if inplace:
             shape["inplace"] = 1
         if scalar_operand:

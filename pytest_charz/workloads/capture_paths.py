@@ -26,10 +26,13 @@ class ModulePaths:
 
     def __init__(self, root: Any, root_name: str = "") -> None:
         self.names = {id(module): name for name, module in root.named_modules(prefix=root_name)}
+        self.root = self.names.get(id(root), root_name)
         self.forward: list[str] = []
         self.backward: list[str] = []
         self.override: str | None = None
         self._handles: list[Any] = []
+        #: module calls entered (forward) since the last op took them (:meth:`take_calls`)
+        self.entered = 0
 
     def current(self) -> str:
         import torch
@@ -52,9 +55,20 @@ class ModulePaths:
         if name is None:
             return
         self.forward.append(name)
+        self.entered += 1
         grads = [t for t in tensors_in(inputs) if t.requires_grad]
         if grads and torch.is_grad_enabled():
             self._handles.append(register_multi_grad_hook(grads, lambda *_: self._leave_backward(name)))
+
+    def in_root(self) -> bool:
+        """Whether the root module's own ``forward`` is running (no submodule inside it)."""
+        return bool(self.forward) and self.forward[-1] == self.root and len(self.forward) == 1
+
+    def take_calls(self) -> int:
+        """The module calls entered since the last call of this (the root's included): what the
+        next op's host pays in ``nn.Module.__call__`` before the op itself runs."""
+        entered, self.entered = self.entered, 0
+        return entered
 
     def _post(self, module: Any, inputs: Any, output: Any) -> None:
         import torch

@@ -19,6 +19,10 @@ device's own critical path (the device idles waiting for dispatch: small-batch d
 device's DRAM is refused (:func:`.capacity.check_fits`, the simulator's check), saying what it
 needs and what there is.
 
+A runtime profile (``runtime=``: ``eager``, ``graphs``, ``serving``; :data:`.runtime.RUNTIME_PROFILES`)
+sets how the host issues the ops (its dispatch per op, graph replay); ``charz sim`` applies the
+same profile (:func:`pytest_charz.sim.runtime.with_runtime_profile`), so the two still agree.
+
 An op the core cannot price keeps its launch gap on the timeline, is listed in ``uncovered``
 with the model's reason, and makes the latency a lower bound (``complete=False``); it is never
 dropped silently.
@@ -33,7 +37,8 @@ from ..formats import GRAPH_PREDICTION
 from ..work import Work
 from .capacity import check_fits
 from .graph import OP_CLASSES, Graph
-from .runtime import ASYNCHRONOUS_KINDS, DEFAULT_HOST_DISPATCH_S, DEFAULT_LAUNCH_OVERHEAD_S, runtime_of
+from .runtime import (ASYNCHRONOUS_KINDS, DEFAULT_HOST_DISPATCH_S, DEFAULT_LAUNCH_OVERHEAD_S, GRAPH_NODE_SOURCE,
+                      runtime_of)
 from .schedule import BOUNDS, GraphLayout, OpDemand, graph_bound, schedule_graph
 
 if TYPE_CHECKING:
@@ -209,6 +214,7 @@ def predict_graph(
     *,
     asynchronous: bool | None = None,
     predictor: Predictor | None = None,
+    runtime: str | None = None,
 ) -> GraphPrediction:
     """Predict ``graph`` on ``target`` op by op and schedule it (module docstring); times in s.
 
@@ -216,7 +222,9 @@ def predict_graph(
     :func:`pytest_charz.prediction.load_predictor` (``predictor``: an already loaded core
     instead; ``profile`` still gives a CPU's measured framework dispatch). ``host_dispatch_s``:
     host time to issue one op (default: :func:`.runtime.runtime_of`). ``asynchronous``: whether
-    the host runs ahead of the device (default: the target kind is a GPU or an ASIC). Raises
+    the host runs ahead of the device (default: the target kind is a GPU or an ASIC). ``runtime``:
+    a profile of :data:`.runtime.RUNTIME_PROFILES` (``eager``, ``graphs``, ``serving``): its host
+    dispatch and graph replay (the kernels are the graph's, as built). Raises
     :class:`.capacity.CapacityError` (a UsageError) when the graph does not fit the device's DRAM.
     """
     from ..models.base import Prediction
@@ -229,7 +237,8 @@ def predict_graph(
         predictor = load_predictor(target, model, profile, calibration)
     chosen, ceilings = predictor.model, predictor.ceilings
     check_fits(graph, ceilings.capacity("dram"), predictor.target or ceilings.target_id or "the target")
-    runtime = runtime_of(ceilings, profile, host_dispatch_s, asynchronous)
+    issued = runtime_of(ceilings, profile, host_dispatch_s, asynchronous, runtime)
+    gap_s = issued.graph_launch_s if issued.graph_replay else issued.launch_s   # what each launch leaves the device
 
     # Each distinct kernel priced once by the core, calibration applied exactly as for a single case.
     kernels = [kernel_work(op.work) for op in graph.ops]
@@ -241,7 +250,7 @@ def predict_graph(
     uncovered: list[tuple[str, str]] = []
     for op, work in zip(graph.ops, kernels):
         prediction = predicted[work] if work in predicted else no_kernel
-        op_launch_s = op.work.launches * runtime.launch_s
+        op_launch_s = op.work.launches * gap_s
         if prediction.covered:
             kernel_s = prediction.time_s
             bound = prediction.bound if kernel_s >= op_launch_s else "launch"
@@ -254,8 +263,8 @@ def predict_graph(
         rows.append({"op": op, "prediction": prediction, "launch_s": op_launch_s, "time_s": kernel_s + op_launch_s,
                      "bound": bound, "regime": regime})
     layout = GraphLayout.of(graph)
-    schedule = schedule_graph(layout, costs, runtime, 1, contention=False)
-    host_s, device_s, bound = graph_bound(layout, schedule, runtime.synchronous)
+    schedule = schedule_graph(layout, costs, issued, 1, contention=False)
+    host_s, device_s, bound = graph_bound(layout, schedule, issued.synchronous)
     busy_s = sum(row["time_s"] for row in rows)
     ops = tuple(OpPrediction(name=row["op"].name, op_class=row["op"].op_class, stream=row["op"].stream,
                              prediction=row["prediction"], launch_s=row["launch_s"], time_s=row["time_s"],
@@ -271,10 +280,12 @@ def predict_graph(
     by_class.sort(key=lambda row: -row.time_s)
     latency_s = schedule.latency_s
     return GraphPrediction(
-        graph=graph.name, phase=graph.phase, params=dict(graph.params), target=predictor.target,
-        model=chosen.name, ceilings_origin=ceilings.origin, asynchronous=runtime.asynchronous,
-        launch_overhead_s=runtime.launch_s, launch_overhead_source=runtime.launch_source,
-        host_dispatch_s=runtime.dispatch_s, host_dispatch_source=runtime.dispatch_source,
+        graph=graph.name, phase=graph.phase, params={**graph.params, **({"runtime": runtime} if runtime else {})},
+        target=predictor.target,
+        model=chosen.name, ceilings_origin=ceilings.origin, asynchronous=issued.asynchronous,
+        launch_overhead_s=gap_s,
+        launch_overhead_source=GRAPH_NODE_SOURCE if issued.graph_replay else issued.launch_source,
+        host_dispatch_s=issued.dispatch_s, host_dispatch_source=issued.dispatch_source,
         ops=ops, latency_s=latency_s, host_s=host_s, device_s=device_s, bound=bound, by_class=tuple(by_class),
         tokens_per_s=tokens_per_s(graph, latency_s), uncovered=tuple(uncovered),
         interval_s=latency_interval(ops, latency_s))

@@ -16,6 +16,20 @@ figures; its what-if parameters ``dispatch_overhead`` and ``launch_overhead`` ch
 * **Synchronous host.** On an asynchronous runtime (GPUs, ASICs: :data:`ASYNCHRONOUS_KINDS`)
   the host runs ahead of the device; elsewhere (the host CPU, where the "device" is the host
   itself) it waits for each op to end before dispatching the next.
+
+**Runtime profiles** (:data:`RUNTIME_PROFILES`, ``--runtime``) name how a program issues the graph
+on an accelerator, each figure sourced:
+
+* ``eager``: PyTorch eager, the rules above (:data:`DEFAULT_HOST_DISPATCH_S` of host work per op
+  unless measured); the graph's kernels as built.
+* ``graphs``: the same kernels captured once and replayed as a CUDA graph: one host dispatch
+  issues them all, each kernel leaving the device :data:`GRAPH_NODE_LAUNCH_S` instead of a
+  stream launch.
+* ``serving``: a serving engine (TensorRT-LLM's C++ runtime, vLLM's engine) running its fused
+  kernels (``build(kernels="serving")``) from compiled code: the host's cost per kernel is the
+  driver's launch call alone (:data:`ENGINE_DISPATCH_S`), no Python per op; each kernel pays the
+  stream launch gap. A kernel is never shorter than that gap, so the host keeps ahead of the
+  device and a serving engine's step is device-bound.
 """
 from __future__ import annotations
 
@@ -52,6 +66,52 @@ COPY_ENGINES = 2
 #: Target kinds whose runtime issues work asynchronously (the host runs ahead of the device).
 ASYNCHRONOUS_KINDS = frozenset({"gpu", "asic"})
 NO_LAUNCH_SOURCE = "none: a CPU op runs on the thread that dispatches it"
+#: Device-side gap of one kernel node of a replayed CUDA graph: 0.5 us, the simulator's figure
+#: (:data:`pytest_charz.sim.defaults.GRAPH_NODE_LAUNCH_S`, same source): "Getting Started with
+#: CUDA Graphs" (A. Gray, NVIDIA Technical Blog, 2019, https://developer.nvidia.com/blog/cuda-graphs/)
+#: times a 2.9 us kernel at 3.8 us launched on a stream and 3.4 us inside a graph.
+GRAPH_NODE_LAUNCH_S = 0.5e-6
+GRAPH_NODE_SOURCE = "0.5 us per graph node (A. Gray, 'Getting Started with CUDA Graphs', NVIDIA, 2019)"
+#: Host time per kernel of a serving engine's compiled runtime: the ``cudaLaunchKernel`` call
+#: alone, 2.5 us (the 1-3 us enqueue cost of :data:`DEFAULT_LAUNCH_OVERHEAD_S`'s source), with no
+#: framework work around it.
+ENGINE_DISPATCH_S = DEFAULT_LAUNCH_OVERHEAD_S
+ENGINE_DISPATCH_SOURCE = "serving engine: the launch call alone, 2.5 us (cudaLaunchKernel 1-3 us, no Python per op)"
+
+
+@dataclass(frozen=True)
+class RuntimeProfile:
+    """A named way of issuing a graph (module docstring): ``dispatch_s`` host time per op (None:
+    the measured or default eager figure), whether the graph is replayed, and the kernels
+    :func:`pytest_charz.workloads.builders.build` should model (None: as built)."""
+
+    name: str
+    dispatch_s: float | None
+    dispatch_source: str
+    graph_replay: bool
+    kernels: str | None
+    description: str
+
+
+RUNTIME_PROFILES: dict[str, RuntimeProfile] = {
+    "eager": RuntimeProfile("eager", None, "", False, None,
+                            "PyTorch eager: host dispatch per op, a stream launch per kernel"),
+    "graphs": RuntimeProfile("graphs", None, "", True, None,
+                             "CUDA graph replay: one dispatch, a graph node's gap per kernel"),
+    "serving": RuntimeProfile("serving", ENGINE_DISPATCH_S, ENGINE_DISPATCH_SOURCE, False, "serving",
+                              "serving engine: fused kernels launched from compiled code"),
+}
+
+
+def runtime_profile(name: str | None) -> RuntimeProfile | None:
+    """The profile ``name`` (None: none); UsageError naming the profiles."""
+    if name is None:
+        return None
+    if name not in RUNTIME_PROFILES:
+        from ..errors import UsageError
+
+        raise UsageError(f"runtime must be one of {', '.join(RUNTIME_PROFILES)}; got {name!r}")
+    return RUNTIME_PROFILES[name]
 
 
 @dataclass(frozen=True)
@@ -72,11 +132,23 @@ class Runtime:
     copy_engines: int = COPY_ENGINES
     graph_replay: bool = False
     graph_launch_s: float = 0.0
+    #: ``(framework, seconds)`` of a CPU profile's measured dispatch per framework: an op pays its
+    #: host framework's (:func:`~pytest_charz.models.opclass_costs.host_framework`: a bare aten op
+    #: of a ``forward`` the bare op's, the first op of a module call ``torch-module``'s), else
+    #: ``dispatch_s``. Empty: every op pays ``dispatch_s``.
+    framework_dispatch: tuple[tuple[str, float], ...] = ()
 
     @property
     def synchronous(self) -> bool:
         """Whether the host waits for every op (never under graph replay: one launch issues all)."""
         return not self.asynchronous and not self.graph_replay
+
+    def op_dispatch_s(self, framework: str) -> float:
+        """The host dispatch of an op of ``framework`` (its figure, else its bare framework's for a
+        scalar-operand variant, else ``dispatch_s``)."""
+        figures = dict(self.framework_dispatch)
+        found = figures.get(framework, figures.get(framework.removesuffix("-scalar")))
+        return self.dispatch_s if found is None else found
 
 
 def framework_dispatch(kind: str, profile: Mapping[str, Any] | None) -> Any:
@@ -93,10 +165,26 @@ def framework_dispatch(kind: str, profile: Mapping[str, Any] | None) -> Any:
 
 
 def runtime_of(ceilings: "Ceilings", profile: Mapping[str, Any] | None = None, host_dispatch_s: float | None = None,
-               asynchronous: bool | None = None) -> Runtime:
+               asynchronous: bool | None = None, runtime: str | None = None) -> Runtime:
     """The launch gap, host dispatch and synchrony for ``ceilings`` (the prediction core's) and
     ``profile`` (module docstring). ``host_dispatch_s`` replaces the host dispatch only;
-    ``asynchronous`` (default: the target kind is a GPU or an ASIC) whether the host runs ahead."""
+    ``asynchronous`` (default: the target kind is a GPU or an ASIC) whether the host runs ahead;
+    ``runtime`` names a profile of :data:`RUNTIME_PROFILES` (its dispatch and graph replay)."""
+    named = runtime_profile(runtime)
+    from_profile = named is not None and named.dispatch_s is not None and host_dispatch_s is None
+    if from_profile and named is not None:
+        host_dispatch_s = named.dispatch_s
+    base = _runtime_of(ceilings, profile, host_dispatch_s, asynchronous)
+    if named is None:
+        return base
+    from dataclasses import replace
+
+    source = named.dispatch_source if from_profile else base.dispatch_source
+    return replace(base, dispatch_source=source, graph_replay=named.graph_replay, graph_launch_s=GRAPH_NODE_LAUNCH_S)
+
+
+def _runtime_of(ceilings: "Ceilings", profile: Mapping[str, Any] | None, host_dispatch_s: float | None,
+                asynchronous: bool | None) -> Runtime:
     framework = framework_dispatch(ceilings.kind, profile)
     measured = ceilings.launch_overhead_s
     if framework is not None:
@@ -112,4 +200,14 @@ def runtime_of(ceilings: "Ceilings", profile: Mapping[str, Any] | None = None, h
     if host_dispatch_s is not None:
         dispatch_s, dispatch_source = check_non_negative("host_dispatch_s", host_dispatch_s), "given"
     overlapping = asynchronous if asynchronous is not None else ceilings.kind in ASYNCHRONOUS_KINDS
-    return Runtime(dispatch_s, launch_s, overlapping, dispatch_source, launch_source)
+    return Runtime(dispatch_s, launch_s, overlapping, dispatch_source, launch_source,
+                   framework_dispatch=framework_figures(ceilings.kind, profile) if host_dispatch_s is None else ())
+
+
+def framework_figures(kind: str, profile: Mapping[str, Any] | None) -> tuple[tuple[str, float], ...]:
+    """A CPU profile's measured dispatch per framework, as :attr:`Runtime.framework_dispatch` holds it."""
+    if kind != "cpu" or profile is None:
+        return ()
+    from ..models.ceilings_profile import read_op_costs
+
+    return tuple(sorted((name, figure.value) for name, figure in read_op_costs(profile).dispatch_s.items()))

@@ -78,13 +78,17 @@ class GraphLayout:
     deps: tuple[tuple[int, ...], ...]
     syncs: tuple[bool, ...]
     launches: tuple[int, ...]
+    #: each op's host framework (:func:`~pytest_charz.models.opclass_costs.host_framework`)
+    frameworks: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, graph: "Graph") -> "GraphLayout":
+        from ..models.opclass_costs import host_framework
+
         position = {op.name: index for index, op in enumerate(graph.ops)}
         return cls(tuple(op.stream for op in graph.ops), tuple(tuple(position[d] for d in op.deps) for op in graph.ops),
                    tuple(bool(op.attrs.get("sync", False)) for op in graph.ops),
-                   tuple(op.work.launches for op in graph.ops))
+                   tuple(op.work.launches for op in graph.ops), tuple(host_framework(op.work) for op in graph.ops))
 
 
 @dataclass
@@ -181,6 +185,8 @@ def schedule_graph(layout: GraphLayout, costs: Sequence[Demand], runtime: "Runti
         dispatch_s = [runtime.dispatch_s] + [0.0] * (n - 1) if n else []
     else:
         gap, depth, dispatch_s = runtime.launch_s, runtime.queue_depth, [runtime.dispatch_s] * n
+        if runtime.framework_dispatch and len(layout.frameworks) == n:
+            dispatch_s = [runtime.op_dispatch_s(framework) for framework in layout.frameworks]
         syncs = layout.syncs if runtime.asynchronous else (True,) * n
     gaps = [launches * gap for launches in layout.launches]
     return run_schedule(layout.streams, layout.deps, costs, gaps, dispatch_s, syncs, depth, runtime.copy_engines,

@@ -1,0 +1,120 @@
+"""A captured op's host dispatch follows what it is: a bare aten op of the root's ``forward`` pays
+the framework's bare dispatch, the first op of an ``nn.Module`` call and the ops of a submodule's
+code the module dispatch (eager module code's per-op cost)."""
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from pytest_charz.models import Ceilings  # noqa: E402
+from pytest_charz.models.ceilings_profile import read_op_costs  # noqa: E402
+from pytest_charz.models.opclass import OpClassModel  # noqa: E402
+from pytest_charz.models.opclass_costs import host_framework, pays_module_call  # noqa: E402
+from pytest_charz.validation.workloads import op_work  # noqa: E402
+from pytest_charz.work import Work  # noqa: E402
+from pytest_charz.workloads.capture import capture  # noqa: E402
+
+TORCH_S, SCALAR_S, MODULE_S = 1.5e-6, 3.0e-6, 30e-6
+PROFILE = {"kind": "charz-profile", "version": 1, "target": {"id": "cpu", "kind": "cpu", "compute_units": 2},
+           "ceilings": [{"name": "flops:fp32", "value": 200e9, "unit": "FLOP/s"},
+                        {"name": "bandwidth:dram", "value": 20e9, "unit": "B/s"},
+                        {"name": "dispatch:torch", "value": TORCH_S, "unit": "s"},
+                        {"name": "dispatch:torch-scalar", "value": SCALAR_S, "unit": "s"},
+                        {"name": "dispatch:torch-module", "value": MODULE_S, "unit": "s"}]}
+CHAIN = 200
+
+
+class Chain(torch.nn.Module):
+    """A forward of bare scalar adds, then one submodule call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for _ in range(CHAIN):
+            x = x + 1.0
+        return self.proj(x)
+
+
+def _capture() -> list:
+    return list(capture(Chain(), torch.zeros(2, 8)).ops)
+
+
+def test_the_capture_counts_the_module_calls_before_each_op() -> None:
+    ops = _capture()
+    calls = [op.work.shape["module_calls"] for op in ops]
+    # the root's call before the first add, none between the adds, the Linear's before its GEMM
+    assert calls == [1] + [0] * (CHAIN - 1) + [1]
+    nested = [op.work.shape["module_calls"]
+              for op in capture(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()), torch.zeros(2, 8)).ops]
+    assert nested == [2, 1]         # Sequential and Linear, then ReLU
+
+
+def test_the_ops_of_a_submodules_code_pay_the_module_dispatch() -> None:
+    # a submodule's forward is model code: its ops pay eager module code's per-op cost, as the
+    # module dispatch case measures it per op of small transformer blocks
+    class Outer(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = Chain()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.inner(x)
+
+    ops = capture(Outer(), torch.zeros(2, 8)).ops
+    assert not any(op.work.shape.get("root_op") for op in ops)
+    assert {host_framework(op_work(op.work, op.source)) for op in ops} == {"torch-module"}
+
+
+def test_a_bare_aten_op_in_forward_pays_the_aten_dispatch_and_a_module_call_the_module_dispatch() -> None:
+    # failure kind: dispatch:torch-module charged to every op of a forward of 200 scalar adds (+309%)
+    model = OpClassModel().with_costs(read_op_costs(PROFILE))
+    ceilings = Ceilings.from_profile(PROFILE)
+    ops = _capture()
+    dispatch = []
+    for op in ops:
+        work = op_work(op.work, op.source)
+        breakdown = model.predict(work, ceilings).breakdown
+        dispatch.append(next(name for name in breakdown if name.startswith("dispatch:")))
+    assert dispatch[0] == "dispatch:torch-module"                  # the root's call begins here
+    assert set(dispatch[1:CHAIN]) == {"dispatch:torch-scalar"}      # bare adds with a Python scalar
+    assert dispatch[-1] == "dispatch:torch-module"                 # the Linear's call
+    total = sum(model.predict(op_work(op.work, op.source), ceilings).time_s for op in ops)
+    assert total == pytest.approx(2 * MODULE_S + (CHAIN - 1) * SCALAR_S, rel=0.05)
+    # replayed alone, no op pays module code
+    assert all("dispatch:torch-module" not in model.predict(op_work(op.work, op.source, module_code=False),
+                                                            ceilings).breakdown for op in ops)
+
+
+def test_a_capture_that_did_not_count_model_code_keeps_the_module_dispatch() -> None:
+    old = Work(flops=64.0, bytes=512.0, launches=1, op="elementwise", shape={"elements": 64})
+    assert pays_module_call(old) and host_framework(old) == "torch-module"
+    assert op_work(old, "aten.add.Tensor").shape["framework"] == "torch-module"
+    bare = Work(flops=64.0, bytes=512.0, launches=1, op="elementwise",
+                shape={"elements": 64, "module_calls": 0, "root_op": 1})
+    assert not pays_module_call(bare) and "framework" not in op_work(bare, "aten.add.Tensor").shape
+    assert host_framework(bare) == "torch"
+    # an op whose Work names its framework pays that framework's dispatch
+    assert host_framework(Work(launches=1, op="elementwise", shape={"framework": "numpy"})) == "numpy"
+
+
+def test_a_graphs_host_pays_each_ops_own_dispatch() -> None:
+    # failure kind: the schedule charged every op of a CPU graph dispatch:torch-module (+407% on
+    # a held-out chain of 24 small ops in sim:cpu)
+    from pytest_charz.sim import Machine, simulate_graph
+    from pytest_charz.targets.catalogue import resolve
+    from pytest_charz.workloads.graph import Graph, Op, sequential
+    from pytest_charz.workloads.predict import predict_graph
+
+    def op(i: int, calls: int) -> Op:
+        return Op(name=f"add#{i}", op_class="elementwise", work=Work(
+            flops=64.0, bytes=768.0, launches=1, op="elementwise",
+            shape={"elements": 64, "scalar_operand": 1, "module_calls": calls, "root_op": 1}))
+
+    bare = Graph(name="bare", phase="forward", ops=sequential([op(i, 1 if i == 0 else 0) for i in range(10)]))
+    coded = Graph(name="coded", phase="forward", ops=sequential([op(i, 1) for i in range(10)]))
+    for latency in (lambda g: predict_graph(g, "cpu", profile=PROFILE).latency_s,
+                    lambda g: simulate_graph(g, Machine.from_profile(PROFILE, resolve("cpu"))).latency_s):
+        assert latency(coded) - latency(bare) == pytest.approx(9 * (MODULE_S - SCALAR_S), rel=0.02)

@@ -1,0 +1,81 @@
+"""Runtime profiles (``--runtime eager|graphs|serving``): host dispatch per op, graph replay, a
+serving engine's fused kernels, and the bound a step reports; ``predict_graph`` and the simulator
+give one answer under each."""
+from __future__ import annotations
+
+import pytest
+
+from pytest_charz import cli
+from pytest_charz.errors import UsageError
+from pytest_charz.sim import Machine, SimOptions, simulate_graph
+from pytest_charz.sim.runtime import with_runtime_profile
+from pytest_charz.targets.catalogue import resolve
+from pytest_charz.workloads.builders import build
+from pytest_charz.workloads.predict import predict_graph
+from pytest_charz.workloads.runtime import DEFAULT_HOST_DISPATCH_S, ENGINE_DISPATCH_S, RUNTIME_PROFILES
+
+
+def test_graph_replay_removes_the_per_op_host_dispatch() -> None:
+    graph = build("llama-2-7b", "decode", batch=1, context=128, dtype="bf16")
+    eager = predict_graph(graph, "h100-sxm", runtime="eager")
+    replayed = predict_graph(graph, "h100-sxm", runtime="graphs")
+    assert eager.host_s == pytest.approx(len(graph.ops) * DEFAULT_HOST_DISPATCH_S)
+    assert replayed.host_s == pytest.approx(DEFAULT_HOST_DISPATCH_S)        # one dispatch for the graph
+    assert replayed.latency_s < eager.latency_s and replayed.bound == "device"
+    assert replayed.launch_overhead_s < eager.launch_overhead_s            # a graph node's gap, not a launch
+    assert replayed.params["runtime"] == "graphs"
+
+
+def test_a_serving_engine_prefill_is_not_host_bound_where_eager_pytorch_is() -> None:
+    # Llama-2-7B, one 64-token prompt in fp8 on an H100: eager PyTorch spends 10 us of host work on
+    # each of 483 ops, longer than the device takes; a serving engine's fused kernels, launched
+    # from compiled code, keep the host ahead of the device.
+    eager = predict_graph(build("llama-2-7b", "prefill", seq=64, dtype="fp8"), "h100-sxm", runtime="eager")
+    serving = predict_graph(build("llama-2-7b", "prefill", seq=64, dtype="fp8", kernels="serving"), "h100-sxm",
+                            runtime="serving")
+    assert eager.bound == "host"
+    assert serving.bound == "device" and serving.host_s < serving.device_s
+    assert serving.host_dispatch_s == pytest.approx(ENGINE_DISPATCH_S) and serving.latency_s < eager.latency_s
+
+
+def test_serving_kernels_fuse_qkv_gate_up_and_residual_norm_with_the_same_work() -> None:
+    fused = build("llama-2-7b", "prefill", seq=128, num_layers=2)
+    serving = build("llama-2-7b", "prefill", seq=128, num_layers=2, kernels="serving")
+    names = {op.name for op in serving.ops}
+    assert {"model.layers.0.self_attn.qkv_proj", "model.layers.0.mlp.gate_up_proj",
+            "model.layers.0.self_attn.rotary_kv_cache_write"} <= names
+    assert "model.layers.0.self_attn.q_proj" not in names and "model.layers.0.attn_residual" not in names
+    fused_norms = [op for op in serving.ops if op.attrs.get("fused_residual")]
+    assert len(fused_norms) == 2 * 2 - 1 + 1   # every norm but the first one, the final norm included
+    assert serving.launches < fused.launches
+    assert serving.total_flops == pytest.approx(fused.total_flops, rel=1e-3)
+    assert serving.total_bytes < fused.total_bytes       # intermediates that no longer go through DRAM
+    from pytest_charz.workloads.builders import graph_parameters
+
+    assert graph_parameters(serving) == graph_parameters(fused)
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIME_PROFILES))
+def test_predict_graph_and_the_simulator_give_one_answer_under_each_runtime(runtime: str) -> None:
+    kernels = RUNTIME_PROFILES[runtime].kernels or "fused"
+    graph = build("llama-2-7b", "decode", batch=4, context=256, dtype="fp8", kv_dtype="fp8", kernels=kernels)
+    predicted = predict_graph(graph, "h100-sxm", runtime=runtime)
+    simulated = simulate_graph(graph, Machine.from_spec(resolve("h100-sxm")),
+                               with_runtime_profile(SimOptions(), runtime))
+    assert simulated.latency_s == pytest.approx(predicted.latency_s, rel=1e-6)
+    assert simulated.bound == predicted.bound
+
+
+def test_runtime_options_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    status = cli.main(["workload", "predict", "llama-2-7b", "--target", "h100-sxm", "--phase", "prefill",
+                       "--seq", "64", "--precision", "fp8", "--kv-dtype", "fp8", "--runtime", "serving"])
+    out = capsys.readouterr().out
+    assert status == 0 and "device-bound" in out and "qkv_proj" in out
+    status = cli.main(["sim", "llama-2-7b", "--target", "h100-sxm", "--phase", "prefill", "--seq", "64",
+                       "--precision", "fp8", "--runtime", "serving"])
+    out = capsys.readouterr().out
+    assert status == 0 and "device-bound" in out
+    with pytest.raises(UsageError, match="runtime must be one of eager, graphs, serving; got 'jit'"):
+        predict_graph(build("llama-2-7b", "decode", context=8, num_layers=1), "h100-sxm", runtime="jit")
+    assert cli.main(["workload", "predict", "llama-2-7b", "--target", "h100-sxm", "--precision", "int3"]) != 0
+    assert "--precision must be one of" in capsys.readouterr().err
