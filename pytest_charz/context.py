@@ -83,10 +83,11 @@ class CaseContext:
 
         evidence = case_evidence(self._session.config, self.device)
         counted = evidence.wrap(device, cold=sampler_settings.mode == "cold")
+        pace = reference_kernel(self.device.backend, work)
         with self._session.device_lock():
             before = conditions.host_snapshot(device.telemetry())
             try:
-                measurement = sample(counted, fn, sampler_settings, work=work)
+                measurement = sample(counted, fn, sampler_settings, work=work, pace=pace)
             except OverBudget as over:
                 # one call longer than the whole budget: a fact about this machine, not a failure
                 pytest.skip(str(over))
@@ -114,6 +115,18 @@ class CaseContext:
         if verdict.fails:
             pytest.fail(f"charz {verdict.outcome}: {verdict.message}", pytrace=False)
         return measurement
+
+
+def reference_kernel(backend: str, work: "Work") -> Any:
+    """The short fixed kernel timed between the case's batches, by which its times travel
+    between processes (:mod:`pytest_charz.measure.pace`): the CPU backend's core-clock or memory
+    kernel; None for other backends (their devices' clocks are read by their telemetry) and
+    where it cannot be built."""
+    if backend != "cpu":
+        return None
+    from .kernels.pace import cpu_pace_probe
+
+    return cpu_pace_probe(work)
 
 
 #: The session's judge, made by the first case that measures (see :func:`session_judge`).
@@ -162,7 +175,7 @@ def case_record(node: pytest.Item, label: str, work: "Work", settings: "SamplerS
     from .records import CaseConditions, CaseRecord
     from .work import achieved_rates
 
-    interval = conditions.compare(before, after)
+    interval = with_pace_check(conditions.compare(before, after), measurement)
     if spec.identity.backend == "sim":
         # A simulated time is computed, not measured on this host: the host's load, steal and
         # clock are recorded but flag nothing, so they neither explain a change nor keep a
@@ -203,6 +216,21 @@ def case_record(node: pytest.Item, label: str, work: "Work", settings: "SamplerS
         peak_fraction=peak_fraction,
         flags=tuple(flags),
     )
+
+
+def with_pace_check(interval: Any, measurement: "Measurement") -> Any:
+    """The interval with the core-clock reference kernel's clock check: its runs, spread over the whole
+    case, moving by more than PACE_CHANGE_SUSPICIOUS from the first half to the second flag
+    ``cpu-clock-changed`` (with that change) even where the snapshots before and after agree."""
+    from .measure.pace import PACE_CHANGE_SUSPICIOUS
+
+    pace = measurement.pace
+    # Only the core-clock kernel reads the clock; the memory kernel's pace moves with neighbours too.
+    change = pace.change_within() if pace is not None and pace.kind == "core-clock" else None
+    if change is None or abs(change) <= PACE_CHANGE_SUSPICIOUS or "cpu-clock-changed" in interval.flags:
+        return interval
+    # A slower kernel is a slower clock: the clock's change is the inverse of the time's.
+    return replace(interval, flags=(*interval.flags, "cpu-clock-changed"), cpu_freq_change=1.0 / (1.0 + change) - 1.0)
 
 
 def _jsonable(value: Any) -> Any:

@@ -7,18 +7,27 @@ Outcomes, in the order they are decided:
     too noisy to decide: the CI's relative half-width exceeds ``threshold / 2`` (the message says
     why); or one of the questions below has no stable answer.
 ``drift`` / ``explained``
-    The change from the reference, ratio r = measured median / reference median, with a
-    percentile-bootstrap ``1 - alpha`` CI [lo, hi] of r and a two-sided Mann-Whitney U test:
+    The change from the reference (:mod:`pytest_charz.reference_change`), ratio r = measured
+    median / reference median, with a percentile-bootstrap ``1 - alpha`` CI [lo, hi] of r and a
+    two-sided Mann-Whitney U test:
 
     * the reference is the median of the sessions that measured it (at least
       ``sessions_to_settle`` clean ones, ``store.REFERENCE_SESSIONS``, before drift is judged: until
-      then a change is inconclusive), and its uncertainty is the largest distance s of a
-      session from that median: r's CI is widened to [lo / (1 + s), hi / (1 - s)];
-    * drift when |r - 1| > threshold, the widened CI lies entirely beyond 1 +- threshold
-      (lo > 1 + threshold or hi < 1 - threshold), and U's p < alpha;
+      then a change is inconclusive), and its uncertainty s is how far an unchanged session may
+      fall from that median (the largest distance seen, or the 95% prediction interval of a new
+      session, whichever is larger): r's CI is widened to [lo / (1 + s), hi / (1 - s)];
+    * drift when |r - 1| exceeds the threshold and every session's distance, the widened CI lies
+      entirely beyond 1 +- threshold (lo > 1 + threshold or hi < 1 - threshold), and U's p < alpha;
     * no drift when the (unwidened) CI lies inside 1 +- threshold;
     * anything else (the CI straddles the threshold, or the CI and the U test disagree) is
       inconclusive: the change may or may not exceed the threshold.
+
+    Where the case and every session of its reference ran the device's reference kernel between
+    their batches (:mod:`pytest_charz.measure.pace`), r is also computed on times normalised by
+    it, and the verdict judges on the normalised ratio where its sessions are tighter (the raw
+    one beside it, ``basis`` says which). A raw drift that the normalised ratio puts within the
+    threshold is ``explained`` (cause ``pace:``): the machine's pace moved, not the case. Each
+    verdict says the smallest change the comparison can detect now (``detectable_change``).
 
     A change only fails once all the evidence agrees it is beyond the threshold, so a case
     whose true change is below the threshold cannot fail by chance beyond the small ``alpha``
@@ -48,15 +57,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Mapping
 
 from .errors import FormatError, UsageError
 from .explain import find_cause
 from .formats import VERDICT
 from .measure import stats
 from .measure.sampler import Measurement
+from .reference_change import StoredReference, judge_change, paced_cause
 from .units import format_time
 
 if TYPE_CHECKING:
@@ -64,35 +72,8 @@ if TYPE_CHECKING:
 
 OUTCOMES = ("pass", "model-error", "drift", "explained", "inconclusive", "new")
 FAILING = ("model-error", "drift")
-# The bootstrap resamples medians of at most this many samples per side (evenly spaced order
-# statistics beyond it): bounded memory for long runs, and a wider, so conservative, interval.
-BOOTSTRAP_MAX_SAMPLES = 2000
-BOOTSTRAP_RESAMPLES = 2000
 # The verdict's messages print times with one digit more than the reports' tables.
 _TIME_DIGITS = 4
-
-
-class StoredReference(Protocol):
-    """What the rules read of a case's reference (:class:`pytest_charz.store.Reference` is one)."""
-
-    @property
-    def median_s(self) -> float: ...
-    @property
-    def ci_s(self) -> tuple[float, float]: ...
-    @property
-    def samples_s(self) -> tuple[float, ...]: ...
-    @property
-    def mode(self) -> str: ...
-    @property
-    def created(self) -> str: ...
-    @property
-    def sessions(self) -> int: ...
-    @property
-    def sessions_to_settle(self) -> int: ...
-    @property
-    def settled(self) -> bool: ...
-    @property
-    def spread(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -117,6 +98,17 @@ class Verdict:
     alpha: float = 0.01
     strict: bool = False
     baseline: str = ""
+    # Which times the change was judged on: "raw", or "normalised" by the reference kernel
+    # (``pace_kind``) where its sessions were tighter; both ratios are kept.
+    basis: str = "raw"
+    pace_kind: str = ""
+    raw_ratio: float | None = None
+    normalised_ratio: float | None = None
+    # The gate's power now: the smallest change this case's comparison can tell from the spread of
+    # its reference sessions and its own CI (``resolution``), and the smallest that would be
+    # called drift at ``threshold`` (``detectable_change``); None before the reference has settled.
+    resolution: float | None = None
+    detectable_change: float | None = None
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:
@@ -131,6 +123,9 @@ class Verdict:
             "ratio": finite(self.ratio), "ratio_ci": [finite(v) for v in self.ratio_ci] if self.ratio_ci else None,
             "p_value": finite(self.p_value), "model_error": finite(self.model_error), "cause": self.cause,
             "threshold": self.threshold, "alpha": self.alpha, "strict": self.strict, "baseline": self.baseline,
+            "basis": self.basis, "pace_kind": self.pace_kind, "raw_ratio": finite(self.raw_ratio),
+            "normalised_ratio": finite(self.normalised_ratio), "resolution": finite(self.resolution),
+            "detectable_change": finite(self.detectable_change),
         }
 
     @classmethod
@@ -144,6 +139,9 @@ class Verdict:
                 model_error=data.get("model_error"), cause=data.get("cause"),
                 threshold=float(data.get("threshold", 0.05)), alpha=float(data.get("alpha", 0.01)),
                 strict=bool(data.get("strict", False)), baseline=str(data.get("baseline", "")),
+                basis=str(data.get("basis") or "raw"), pace_kind=str(data.get("pace_kind") or ""),
+                raw_ratio=data.get("raw_ratio"), normalised_ratio=data.get("normalised_ratio"),
+                resolution=data.get("resolution"), detectable_change=data.get("detectable_change"),
             )
         except (KeyError, TypeError, ValueError, UsageError) as exc:
             raise FormatError(f"Verdict JSON is malformed: {exc}") from None
@@ -212,55 +210,6 @@ def _judge_model(median_s: float, ci_s: tuple[float, float], prediction: "Predic
     if not lower <= median_s <= upper:
         return "undecided", error, line + ": median outside but its CI reaches into the band"
     return "inside", error, line + ": inside"
-
-
-@dataclass(frozen=True)
-class _Change:
-    state: str                     # none, drift, undecided, incomparable, absent
-    ratio: float | None = None
-    ci: tuple[float, float] | None = None
-    p_value: float | None = None
-    line: str = ""
-
-
-def _judge_change(measurement: Measurement, reference: StoredReference | None, threshold: float, alpha: float) -> _Change:
-    if reference is None:
-        return _Change("absent", line="no reference yet")
-    sessions = (f"median of {reference.sessions} sessions, spread +-{reference.spread:.1%}" if reference.sessions > 1
-                else "1 session")
-    ref_line = (f"reference {_time(reference.median_s)} ({sessions}; CI {_time(reference.ci_s[0])}-"
-                f"{_time(reference.ci_s[1])}, {len(reference.samples_s)} samples kept, {reference.created or 'undated'})")
-    if reference.mode and reference.mode != measurement.mode:
-        return _Change("incomparable", line=f"{ref_line} was measured {reference.mode}, this run {measurement.mode}:"
-                                            " not comparable; accept a new reference")
-    assert measurement.median_s is not None
-    ratio = measurement.median_s / reference.median_s
-    level = 1.0 - alpha
-    # The kept samples are one session's; centred on the reference median (of all sessions).
-    scale = reference.median_s / float(np.median(reference.samples_s))
-    reference_samples = [v * scale for v in reference.samples_s]
-    boot = stats.bootstrap_ratio_ci(reference_samples, stats.order_statistics(measurement.samples_s, BOOTSTRAP_MAX_SAMPLES),
-                                    level=level, resamples=BOOTSTRAP_RESAMPLES, seed=0)
-    p_value = stats.mann_whitney_u(reference_samples, measurement.samples_s).p_value
-    # The reference median is itself uncertain by the spread its sessions showed.
-    spread = min(reference.spread, 0.5)
-    lo, hi = boot.low / (1.0 + spread), boot.high / (1.0 - spread)
-    widened = ", widened by the spread of the reference's sessions" if spread else ""
-    line = (f"{ref_line}; ratio {ratio:.3f} ({level:.0%} CI {lo:.3f}-{hi:.3f}{widened}),"
-            f" Mann-Whitney p={p_value:.2g}; drift threshold +-{threshold:.1%}")
-    beyond = lo > 1.0 + threshold or hi < 1.0 - threshold
-    # No drift when this session's own CI lies within the threshold. A reference whose sessions
-    # were further apart than the threshold cannot tell a change of that size from its usual
-    # spread: such a case is inconclusive unless the change is beyond the widened interval.
-    if beyond and abs(ratio - 1.0) > threshold and p_value < alpha and not reference.settled:
-        state = "provisional"
-    elif beyond and abs(ratio - 1.0) > threshold and p_value < alpha:
-        state = "drift"
-    elif 1.0 - threshold < boot.low and boot.high < 1.0 + threshold:
-        state = "none"
-    else:
-        state = "undecided"
-    return _Change(state, ratio, (lo, hi), p_value, line)
 
 
 def too_noisy_reason(m: Measurement, threshold: float) -> str:
@@ -337,24 +286,41 @@ def judge(measurement: Measurement, prediction: "Prediction | None", band: Mappi
     if achieved:
         lines.append("achieved " + ", ".join(f"{fraction:.1%} of the {ceiling} peak"
                                              for ceiling, fraction in sorted(achieved.items())))
-    change = _judge_change(m, reference, threshold, alpha)
+    comparison = judge_change(m, reference, threshold, alpha)
+    change = comparison.change
     lines.append(change.line)
-    figures: dict[str, Any] = {"ratio": change.ratio, "ratio_ci": change.ci, "p_value": change.p_value,
-                               "model_error": model_error}
+    figures: dict[str, Any] = {
+        "ratio": change.ratio, "ratio_ci": change.ci, "p_value": change.p_value, "model_error": model_error,
+        "basis": comparison.basis, "pace_kind": comparison.pace_kind,
+        "raw_ratio": comparison.raw.ratio if comparison.raw else None,
+        "normalised_ratio": comparison.normalised.ratio if comparison.normalised else None,
+        "resolution": change.resolution, "detectable_change": change.detectable}
+    # On normalised times a clock that differs from the reference's is no cause: it is divided out.
+    cause_conditions = None if comparison.basis == "normalised" else reference_conditions
+    paced = paced_cause(comparison, threshold)
 
     if not rel <= threshold / 2.0:
         return verdict("inconclusive", f"inconclusive: too noisy to decide (CI of the median +-{rel:.2%},"
                                        f" more than half the {threshold:.1%} threshold)", lines + [
                                            too_noisy_reason(m, threshold)], **figures)
+    if paced and comparison.raw is not None and comparison.raw.ratio is not None:
+        # Raw drift that the reference kernel shows too: the machine's pace moved, not the case.
+        raw_ratio = comparison.raw.ratio
+        cause = "; ".join(filter(None, [paced, find_cause(interval, reference_conditions, provenance,
+                                                          reference_provenance, ratio=raw_ratio, threshold=threshold)]))
+        return verdict("explained", f"explained: {_direction(raw_ratio)} raw, not normalised; cause: {cause}", lines,
+                       cause=cause, **figures)
     if change.state == "drift":
         assert change.ratio is not None
-        cause = find_cause(interval, reference_conditions, provenance, reference_provenance,
+        cause = find_cause(interval, cause_conditions, provenance, reference_provenance,
                            ratio=change.ratio, threshold=threshold)
         if cause:
             return verdict("explained", f"explained: {_direction(change.ratio)}; cause: {cause}", lines,
                            cause=cause, **figures)
-        return verdict("drift", f"drift: {_direction(change.ratio)}, beyond the {threshold:.1%} threshold,"
-                                " with no recorded cause", lines, **figures)
+        judged_on = (f" (normalised by the {comparison.pace_kind} reference kernel; raw ratio"
+                     f" {figures['raw_ratio']:.3f})" if comparison.basis == "normalised" else "")
+        return verdict("drift", f"drift: {_direction(change.ratio)}{judged_on}, beyond the {threshold:.1%} threshold"
+                                " and the spread of the reference's sessions, with no recorded cause", lines, **figures)
     if model_state == "outside":
         assert model_error is not None
         cause = find_cause(interval, None, provenance, None, ratio=1.0 + model_error, threshold=0.0)
@@ -371,15 +337,17 @@ def judge(measurement: Measurement, prediction: "Prediction | None", band: Mappi
     if change.state == "undecided" and change.ratio is not None and abs(change.ratio - 1.0) > threshold:
         # Too uncertain to call drift, but the change looks beyond the threshold and the run
         # recorded something that would make it: say so rather than "inconclusive".
-        cause = find_cause(interval, reference_conditions, provenance, reference_provenance,
+        cause = find_cause(interval, cause_conditions, provenance, reference_provenance,
                            ratio=change.ratio, threshold=threshold)
         if cause:
             return verdict("explained", f"explained: {_direction(change.ratio)} (not significant beyond the"
                                         f" threshold on its own); cause: {cause}", lines, cause=cause, **figures)
-    if change.state == "undecided" and reference is not None and reference.spread > threshold:
-        return verdict("inconclusive", f"inconclusive: this case's reference sessions were up to"
-                                       f" {reference.spread:.1%} apart, more than the {threshold:.1%} threshold:"
-                                       " a change of that size cannot be told from its usual spread", lines, **figures)
+    if change.state == "undecided" and change.resolution is not None and change.resolution > threshold:
+        assert change.detectable is not None
+        return verdict("inconclusive", f"inconclusive: this machine tells only changes over {change.resolution:.1%}"
+                                       f" of this case from its noise now, more than the {threshold:.1%} threshold:"
+                                       f" the smallest change detectable here is {change.detectable:.1%}",
+                       lines, **figures)
     if change.state == "undecided":
         return verdict("inconclusive", "inconclusive: the change from the reference may or may not exceed the"
                                        f" {threshold:.1%} threshold", lines, **figures)

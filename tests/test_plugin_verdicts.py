@@ -191,3 +191,64 @@ def test_a_marker_threshold_outside_0_1_fails_the_case_naming_it(pytester, fake_
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*test_suite.py::test_case: drift threshold must be a fraction in (0, 1)*1.5*"])
     assert not (pytester.path / "baselines").exists()
+
+
+CLOCKED_CONFTEST = '''
+import importlib
+import os
+
+import pytest
+
+
+class ClockedPace:
+    """The CPU's reference kernel on the fake clock: 30 us at clock 1.0 (CHARZ_TEST_CLOCK)."""
+
+    kind = "core-clock"
+    units = 100_000.0
+    unit = "adds"
+
+    def run_once(self):
+        from pytest_charz.measure import clock
+
+        clock.current().advance(30_000 / float(os.environ["CHARZ_TEST_CLOCK"]))
+
+
+@pytest.fixture(autouse=True)
+def clocked_reference_kernel(monkeypatch):
+    # the module the plugin runs in this session (pytester re-imports the package per run)
+    context = importlib.import_module("pytest_charz.context")
+    monkeypatch.setattr(context, "reference_kernel", lambda backend, work: ClockedPace())
+'''
+
+
+@pytest.fixture
+def clocked_suite(suite, pytester, monkeypatch):
+    """The suite on a machine whose core clock moves between sessions: the case and the reference
+    kernel both take 1 / clock as long."""
+    pytester.makeconftest(CLOCKED_CONFTEST)
+
+    def run(clock, work=1.0, seed=1, *args):
+        monkeypatch.setenv("CHARZ_TEST_CLOCK", str(clock))
+        return suite(100_000 * work / clock, *args, seed=seed)
+
+    return run
+
+
+def test_a_session_on_a_slower_clock_passes_on_normalised_times_and_a_regression_fails(clocked_suite):
+    for seed, clock in ((11, 1.0), (12, 0.9), (13, 1.1)):
+        clocked_suite(clock, seed=seed)
+    # An unchanged case in a process on a 28% slower clock: 39% slower raw, unchanged normalised.
+    result, case = clocked_suite(0.72, seed=2)
+    result.assert_outcomes(passed=1)
+    verdict = case["verdict"]
+    assert verdict["outcome"] == "pass" and verdict["basis"] == "normalised", verdict["message"]
+    assert verdict["raw_ratio"] == pytest.approx(1 / 0.72, rel=0.02)
+    assert verdict["normalised_ratio"] == pytest.approx(1.0, abs=0.01)
+    assert case["measurement"]["pace"]["kind"] == "core-clock"
+    # 10% more work on a 15% faster clock: faster raw, a drift normalised, and it fails.
+    result, case = clocked_suite(1.15, 1.10, 3)
+    result.assert_outcomes(failed=1)
+    assert case["verdict"]["outcome"] == "drift"
+    assert case["verdict"]["normalised_ratio"] == pytest.approx(1.10, abs=0.01)
+    assert case["verdict"]["detectable_change"] is not None and case["verdict"]["detectable_change"] < 0.10
+    result.stdout.fnmatch_lines(["*charz drift*normalised by the core-clock reference kernel*"])

@@ -7,6 +7,7 @@ this probe times a chain of dependent adds, one per cycle, and reports adds per 
 from __future__ import annotations
 
 import ctypes
+import functools
 import time
 from pathlib import Path
 
@@ -16,7 +17,9 @@ from .build import load
 SOURCE = Path(__file__).with_name("clock_probe.c")
 
 
+@functools.lru_cache(maxsize=1)
 def _library() -> ctypes.CDLL:
+    # Loaded once per process: the reference kernel runs between every few batches of a case.
     library, _ = load(SOURCE)
     library.charz_clock_adds_per_iteration.restype = ctypes.c_int
     library.charz_clock_chain.restype = ctypes.c_uint64
@@ -83,3 +86,24 @@ def measure_core_clock_mhz(adds: int = 40_000_000, repeats: int = 5, threads: in
             raise CharzError(f"the clock probe computed {total}, expected {3 * per_iteration * iterations}")
         best = min(best, elapsed)
     return per_iteration * iterations / (best / 1e3)
+
+
+def run_adds(adds: int) -> None:
+    """One untimed run of about ``adds`` dependent adds (one per cycle): the short core-clock
+    reference kernel a case's samples are normalised by (:mod:`pytest_charz.kernels.pace`; the
+    sampler times it on the one clock). Raises CharzError where the probe cannot be built or
+    has no code for this processor architecture."""
+    library = _library()
+    per_iteration = library.charz_clock_adds_per_iteration()
+    if per_iteration <= 0:
+        raise CharzError("no clock probe for this processor architecture")
+    iterations = max(1, adds // per_iteration)
+    total = library.charz_clock_chain(iterations, 3)
+    if total != (3 * per_iteration * iterations) % (1 << 64):
+        raise CharzError(f"the clock probe computed {total}, expected {3 * per_iteration * iterations}")
+
+
+def adds_per_run(adds: int) -> int:
+    """The dependent adds :func:`time_adds_s` really does for ``adds`` asked (whole iterations)."""
+    per_iteration = _library().charz_clock_adds_per_iteration()
+    return max(1, adds // per_iteration) * per_iteration if per_iteration > 0 else 0

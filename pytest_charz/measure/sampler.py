@@ -24,6 +24,7 @@ from ..errors import CharzError, UsageError, check_choice, check_positive
 from ..units import format_time
 from ..work import Work
 from . import clock, stats
+from .pace import Pace, PaceProbe, pace_due
 
 if TYPE_CHECKING:
     from ..devices.base import Device  # the protocol the sampler drives; devices read measure/, not the reverse
@@ -108,6 +109,14 @@ class Measurement:
     timer_resolution_s: float
     notes: tuple[str, ...] = field(default=())
     sampling_s: float = 0.0              # time in the sampling loop (after warm-up and inner-loop sizing)
+    # The reference kernel timed between this case's batches (None where the device has none).
+    pace: Pace | None = None
+
+    @property
+    def normalised_median(self) -> float | None:
+        """The median in units of the reference kernel's median time (None without a pace)."""
+        pace_s = self.pace.median_s if self.pace is not None else None
+        return self.median_s / pace_s if self.median_s is not None and pace_s else None
 
     @property
     def ci_known(self) -> bool:
@@ -151,6 +160,7 @@ class Measurement:
             "timer_resolution_s": self.timer_resolution_s,
             "notes": list(self.notes),
             "sampling_s": self.sampling_s,
+            **({"pace": self.pace.to_json()} if self.pace is not None else {}),
         }
 
     @classmethod
@@ -176,6 +186,7 @@ class Measurement:
             timer_resolution_s=float(data.get("timer_resolution_s", 0.0)),
             notes=tuple(data.get("notes") or ()),
             sampling_s=float(data.get("sampling_s", 0.0)),
+            pace=Pace.from_json(data.get("pace")),
         )
 
 
@@ -221,7 +232,7 @@ def noise_note(samples: int, rel_halfwidth: float | None, sampling_s: float, set
 
 
 def sample(device: "Device", fn: Callable[[], Any], settings: SamplerSettings,
-           work: Work | None = None) -> Measurement:
+           work: Work | None = None, pace: PaceProbe | None = None) -> Measurement:
     """Measure ``fn`` on ``device`` as ``settings`` say. Never raises for noise: a case that runs
     out of budget returns its samples with ``stop_reason="time-budget"``.
 
@@ -231,6 +242,10 @@ def sample(device: "Device", fn: Callable[[], Any], settings: SamplerSettings,
     ``work`` is what one call of ``fn`` does; every batch hands it to the device with ``fn``
     (``Device.time_batch``), so a simulated device can time work it does not execute. None is
     an empty Work.
+
+    ``pace`` is a fixed reference kernel (:mod:`pytest_charz.measure.pace`): timed between the
+    batches (at least ``PACE_MIN_SAMPLES`` times, then within ``PACE_SHARE`` of the measured
+    time, never inside a timed batch), its runs are the measurement's ``pace``.
     """
     if work is None:
         work = Work()
@@ -286,7 +301,14 @@ def sample(device: "Device", fn: Callable[[], Any], settings: SamplerSettings,
     ci_samples = stats.ci_min_samples(settings.ci_level)
     next_check = max(settings.min_samples, ci_samples)
     stop_reason = "time-budget"
+    pace_samples: list[float] = []
+    pace_s = 0.0
     while True:
+        if pace is not None and pace_due(pace_s, measured_s, len(pace_samples)):
+            pace_start_ns = clock.now_ns()
+            pace.run_once()
+            pace_samples.append((clock.now_ns() - pace_start_ns) / 1e9)
+            pace_s += pace_samples[-1]
         batch_start_ns = clock.now_ns()
         if settings.mode == "cold":
             device.flush_caches()
@@ -341,4 +363,5 @@ def sample(device: "Device", fn: Callable[[], Any], settings: SamplerSettings,
         timer_resolution_s=resolution_s,
         notes=tuple(notes),
         sampling_s=sampling_s,
+        pace=Pace(pace.kind, tuple(pace_samples), pace.units, pace.unit) if pace is not None else None,
     )

@@ -191,3 +191,26 @@ def tukey_outliers(samples: Sequence[float]) -> int:
     span = q3 - q1
     x = np.asarray(samples, dtype=float)
     return int(np.count_nonzero((x < q1 - 1.5 * span) | (x > q3 + 1.5 * span)))
+
+
+def session_spread(values: Sequence[float], level: float = 0.95) -> float:
+    """How far from the median of ``values`` (one figure per session of an unchanged case) a new
+    session may fall, relative: the largest distance seen, or the half-width of the ``level``
+    prediction interval of a new session (Student t on the logs), whichever is larger; 0 below
+    two sessions.
+
+    Three sessions show less than their machine's spread (a fourth falls outside their range
+    half the time): the prediction interval says how much less, so a gate that widens by it
+    does not call the next unchanged session a change.
+    """
+    n = len(values)
+    if n < 2:
+        return 0.0
+    x = np.asarray(values, dtype=float)
+    center = float(np.median(x))
+    largest = float(np.max(np.abs(x / center - 1.0)))
+    from scipy.stats import t as student_t
+
+    sd = float(np.std(np.log(x), ddof=1))
+    half = float(student_t.ppf(0.5 + level / 2.0, n - 1)) * sd * math.sqrt(1.0 + 1.0 / n)
+    return max(largest, math.expm1(half))

@@ -58,6 +58,35 @@ class Reference:
     # Medians of the sessions that measured this reference (``median_s`` is their median);
     # empty for a reference of one session.
     session_medians_s: tuple[float, ...] = ()
+    # The reference kernel (measure/pace.py) of the sessions: its kind, its median time in the
+    # session whose samples are kept (``pace_s``), and per session beside ``session_medians_s``
+    # (None for a session measured without it). Empty and None for references without one.
+    pace_kind: str = ""
+    pace_s: float | None = None
+    session_paces_s: tuple[float | None, ...] = ()
+
+    @property
+    def session_pairs(self) -> tuple[tuple[float, float | None], ...]:
+        """(median, reference-kernel median or None) of each session that measured this reference."""
+        if not self.session_medians_s:
+            return ((self.median_s, self.pace_s),)
+        paces = self.session_paces_s + (None,) * (len(self.session_medians_s) - len(self.session_paces_s))
+        return tuple(zip(self.session_medians_s, paces[:len(self.session_medians_s)]))
+
+    @property
+    def normalised_sessions(self) -> tuple[float, ...]:
+        """Each session's median / its reference kernel's median; empty unless every session had
+        the kernel (a normalised reference of fewer sessions than the raw one would hide spread)."""
+        pairs = self.session_pairs
+        if not self.pace_kind or any(pace is None or pace <= 0 for _, pace in pairs):
+            return ()
+        return tuple(median / pace for median, pace in pairs if pace)
+
+    @property
+    def normalised_median(self) -> float | None:
+        """The median of :attr:`normalised_sessions` (None without them)."""
+        values = self.normalised_sessions
+        return float(np.median(values)) if values else None
 
     @property
     def sessions(self) -> int:
@@ -88,9 +117,14 @@ class Reference:
         median = float(np.median(medians))
         own = float(np.median(self.samples_s))
         pick = other if abs(math.log(other.median_s / median)) < abs(math.log(own / median)) else self
+        # A session with another kind of reference kernel (or none) counts as one without it.
+        other_pace = other.pace_s if other.pace_kind == self.pace_kind else None
+        paces = tuple(pace for _, pace in self.session_pairs) + (other_pace,)
         return Reference(median_s=median, ci_s=pick.ci_s, samples_s=pick.samples_s, noise_target=self.noise_target,
                          mode=self.mode, op=self.op, conditions=pick.conditions, provenance=self.provenance,
-                         created=other.created, session_medians_s=tuple(medians))
+                         created=other.created, session_medians_s=tuple(medians), pace_kind=self.pace_kind,
+                         pace_s=pick.pace_s if pick.pace_kind == self.pace_kind else None,
+                         session_paces_s=paces if self.pace_kind else ())
 
     def __post_init__(self) -> None:
         if not (isinstance(self.median_s, (int, float)) and math.isfinite(self.median_s) and self.median_s > 0):
@@ -121,6 +155,9 @@ class Reference:
             conditions=conditions_summary(case.conditions.to_json()),
             provenance=provenance_summary(provenance, created=stamp),
             created=stamp,
+            # A kernel whose runs all read zero time (a fake clock) is no kernel.
+            pace_kind=measurement.pace.kind if measurement.pace is not None and measurement.pace.median_s else "",
+            pace_s=measurement.pace.median_s if measurement.pace is not None and measurement.pace.median_s else None,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -135,6 +172,9 @@ class Reference:
             "provenance": copy.deepcopy(dict(self.provenance)),
             "created": self.created,
             "session_medians_s": list(self.session_medians_s),
+            # Written only with a reference kernel: files of references without one stay as they were.
+            **({"pace_kind": self.pace_kind, "pace_s": self.pace_s, "session_paces_s": list(self.session_paces_s)}
+               if self.pace_kind else {}),
         }
 
     @classmethod
@@ -151,6 +191,9 @@ class Reference:
                 provenance=dict(data.get("provenance") or {}),
                 created=str(data.get("created", "")),
                 session_medians_s=tuple(float(v) for v in data.get("session_medians_s") or ()),
+                pace_kind=str(data.get("pace_kind") or ""),
+                pace_s=None if data.get("pace_s") is None else float(data["pace_s"]),
+                session_paces_s=tuple(None if v is None else float(v) for v in data.get("session_paces_s") or ()),
             )
         except (KeyError, IndexError, TypeError, ValueError, UsageError) as exc:
             raise FormatError(f"{source}: malformed reference ({type(exc).__name__}: {exc})") from None
