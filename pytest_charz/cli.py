@@ -18,8 +18,21 @@ def _targets(args: argparse.Namespace) -> int:
             raise CharzError("usage: charz targets show NAME")
         print(format_spec(resolve(args.name)))
     else:
-        print(format_catalogue(list(catalogue().values())))
+        # The host CPU is a target too: its spec is derived from this machine, not read from a file.
+        print(format_catalogue([resolve("cpu"), *catalogue().values()]))
     return 0
+
+
+def _version() -> str:
+    """The installed distribution's version (what ``pip show pytest-charz`` says)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pytest-charz")
+    except PackageNotFoundError:
+        from . import __version__
+
+        return __version__
 
 
 def _profile(args: argparse.Namespace) -> int:
@@ -32,6 +45,12 @@ def _compare(args: argparse.Namespace) -> int:
     from .report.compare_command import compare_command
 
     return compare_command(args)
+
+
+def _history(args: argparse.Namespace) -> int:
+    from .report.history_command import history_command
+
+    return history_command(args)
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -76,8 +95,21 @@ def _sweep(args: argparse.Namespace) -> int:
     return sweep_command(args)
 
 
+def _init(args: argparse.Namespace) -> int:
+    from .init_project import init_command
+
+    return init_command(args)
+
+
+def _ab(args: argparse.Namespace) -> int:
+    from .report.ab_command import ab_command
+
+    return ab_command(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="charz", description="pytest-charz: targets, profiles, model validation")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     targets = sub.add_parser("targets", help="list the target catalogue, or show one target")
@@ -85,17 +117,37 @@ def build_parser() -> argparse.ArgumentParser:
     targets.add_argument("name", nargs="?", help="target id or alias (with 'show')")
     targets.set_defaults(func=_targets)
 
+    init = sub.add_parser("init", help="lay out the suites, their conftest.py and the reference baselines "
+                                       "in a directory (then: pytest suites/)")
+    init.add_argument("directory", nargs="?", default=".", help="where (default: the current directory)")
+    init.add_argument("--force", action="store_true", help="overwrite files that exist")
+    init.set_defaults(func=_init)
+
     profile = sub.add_parser("profile", help="capability profile (JSON, Markdown, HTML) from run files")
     profile.add_argument("runs", nargs="+", help="run files (.json) to build the profile from")
     profile.add_argument("-o", "--out-dir", default=None, help="where to write (default: next to the first run file)")
     profile.add_argument("--name", default=None, help="base name of the profile files (default: <run>.profile)")
     profile.set_defaults(func=_profile)
 
-    compare = sub.add_parser("compare", help="targets side by side: ratios, winners and caveats from profiles")
-    compare.add_argument("profiles", nargs="+", help="profile files (.profile.json); the first is the baseline")
-    compare.add_argument("-o", "--out-dir", default=None, help="where to write (default: next to the first profile)")
+    compare = sub.add_parser("compare", help="targets side by side from profiles (ratios, winners, caveats), or runs "
+                                             "case by case (medians, ratios with intervals, changes)")
+    compare.add_argument("profiles", nargs="+", help="profile files (.profile.json), or run files (.json, .json.gz); "
+                                                     "the first is the baseline")
+    compare.add_argument("-o", "--out-dir", default=None, help="where to write (default: next to the first profile; "
+                                                               "runs: written only with -o or --name)")
     compare.add_argument("--name", default=None, help="base name of the comparison files (default: comparison)")
+
+    from .report.runs_compare_command import add_run_compare_options
+
+    add_run_compare_options(compare)
     compare.set_defaults(func=_compare)
+
+    from .report.history_command import add_history_options
+
+    history = sub.add_parser("history", help="each case's trend across runs or a baseline store: steps and the "
+                                             "commits between them (text, HTML)")
+    add_history_options(history)
+    history.set_defaults(func=_history)
 
     validate = sub.add_parser("validate", help="model error by regime, interval coverage and transfer")
     validate.add_argument("runs", nargs="+", help="run files (.json)")
@@ -173,6 +225,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_graph_options(sweep)
     add_sweep_options(sweep)
     sweep.set_defaults(func=_sweep)
+
+    from .report.ab_command import add_ab_options
+
+    ab = sub.add_parser("ab", help="A/B in one session: two revisions or environments measured interleaved, "
+                                   "round by round; exit 1 when B is slower beyond the threshold")
+    add_ab_options(ab)
+    ab.set_defaults(func=_ab)
     return parser
 
 

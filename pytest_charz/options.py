@@ -30,6 +30,8 @@ def add_measure_options(addoption: AddOption) -> None:
               help=f"time budget of one case, warm-up included (default {DEFAULT_MAX_TIME_S})")
     addoption("--charz-quick", dest="charz_quick", action="store_true", default=False,
               help="a short run for smoke tests and CI: small budgets, fewer samples, quick parameter sets")
+    addoption("--charz-table", dest="charz_table", action="store_true", default=False,
+              help="print the table of every measured case in the summary (also with -v)")
     addoption("--charz-seed", dest="charz_seed", default=0, type=int, metavar="N",
               help="seed of the random inputs of every case (default 0)")
     addoption("--charz-counters", dest="charz_counters", default="auto", choices=("auto", "off"),

@@ -121,6 +121,40 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [item for item in items if item.get_closest_marker("charz_slow") is None]
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """On a terminal session measuring in this process, the time left is said as each suite
+    file ends (:class:`pytest_charz.report.terminal.SessionPace`); never under pytest-xdist,
+    whose controller sees tests end out of order."""
+    config = session.config
+    if (config.getoption("verbose") < 0 or config.getoption("collectonly")
+            or config.pluginmanager.has_plugin("charz-xdist") or hasattr(config, "workerinput")):
+        return
+    import time
+
+    from .report.progress import SessionPace
+
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None or config.pluginmanager.has_plugin("charz-pace"):
+        return
+    pace = SessionPace([item.nodeid for item in session.items], [item.location[0] for item in session.items],
+                       time.monotonic)
+    config.pluginmanager.register(_PaceReporter(pace, reporter), "charz-pace")
+
+
+class _PaceReporter:
+    """Writes :class:`SessionPace`'s line after pytest's own progress of the file that ended."""
+
+    def __init__(self, pace: Any, reporter: Any) -> None:
+        self.pace = pace
+        self.reporter = reporter
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        line = self.pace.finished(nodeid)
+        if line is not None:
+            self.reporter.write_line(line)
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     from .session import SESSION_KEY
 
@@ -162,7 +196,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
         run = load_run(merged)
         terminalreporter.section("charz: measurements (all workers)")
-        for line in summary_lines(run):
+        for line in summary_lines(run, verbose=config.getoption("verbose"), table=config.getoption("charz_table")):
             terminalreporter.write_line(line)
         terminalreporter.write_line(f"run file: {merged}")
         _write_report_sections(terminalreporter, config, run)
@@ -170,7 +204,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         from .report.terminal import summary_lines
 
         terminalreporter.section("charz: measurements")
-        for line in summary_lines(charz_session.run, verbose=config.getoption("verbose") > 0):
+        for line in summary_lines(charz_session.run, verbose=config.getoption("verbose"),
+                                  table=config.getoption("charz_table")):
             terminalreporter.write_line(line)
         if charz_session.recorder.written and charz_session.out_path:
             terminalreporter.write_line(f"run file: {charz_session.out_path}")

@@ -1,5 +1,6 @@
 """The run file of a session: where it goes, journaling cases as they finish, the end of the
-run, the ``latest.json`` copy, and merging the files of pytest-xdist workers.
+run, the copy of the latest run of its scope (``latest.json`` for a full run, ``latest-smoke.json``
+for any other: :mod:`pytest_charz.scope`), and merging the files of pytest-xdist workers.
 
 Nothing measured is lost to the file system: a run path that cannot be written sends the run to
 the temporary directory instead, a run file that cannot be written at the end leaves its journal
@@ -54,6 +55,8 @@ class RunRecorder:
         self.measured = 0
         self.problems: list[str] = []
         self._run_path: str | None = None
+        #: The ``latest`` copy the run file went to (None until it is made).
+        self.latest_path: str | None = None
 
     def run_path(self) -> str:
         """Where this session's run goes: --charz-out, else a time-stamped file under .charz/runs.
@@ -76,10 +79,15 @@ class RunRecorder:
         """A writer for the session's run path; when that path cannot be written (no journal can
         be opened there), one for the fallback path; when neither can, one that keeps the cases
         in memory and tries the run path again at the end."""
+        from dataclasses import replace
+
         from .run import RunWriter
+        from .scope import scope_settings, smoke_reasons_of_config
 
         path = self._session_path()
         run = self._start()
+        reasons = smoke_reasons_of_config(self.config, bool(run.settings.get("quick")))
+        run = replace(run, settings={**run.settings, **scope_settings(reasons)})
         refused: list[tuple[str, str]] = []
         for candidate in (path, fallback_run_path(path)):
             try:
@@ -127,7 +135,7 @@ class RunRecorder:
             return
         self.written = True
         if not self.worker and self.out_path == self.run_path():
-            self.copy_to_latest(self.out_path)
+            self.copy_to_latest(self.out_path, interrupted)
 
     def _unwritten(self, writer: "RunWriter", error: BaseException) -> str:
         """The problem line of a run file that could not be written, once the cases have been
@@ -155,14 +163,19 @@ class RunRecorder:
         self.written = True
         return f"{lead}; {kept}; the whole run was written to {fallback} instead"
 
-    def copy_to_latest(self, path: str) -> None:
-        """Copy the run file to ``latest.json`` beside it (without --charz-out), atomically: a
-        copy that fails leaves the previous ``latest.json`` and a line in :attr:`problems`."""
+    def copy_to_latest(self, path: str, interrupted: bool = False) -> None:
+        """Copy the run file to the latest copy of its scope beside it (without --charz-out):
+        ``latest.json`` for a full run that completed, ``latest-smoke.json`` for any other, so a
+        smoke run never replaces the full run the README's commands read. Atomic: a copy that
+        fails leaves the previous one and a line in :attr:`problems`."""
         if self.config.getoption("charz_out"):
             return
         from .formats import atomic_write_text
+        from .scope import FULL, SMOKE, latest_name, smoke_reasons_of_config
 
-        latest = os.path.join(os.path.dirname(path), "latest.json")
+        reasons = smoke_reasons_of_config(self.config, bool(self.config.getoption("charz_quick", False)))
+        self.latest_path = latest = os.path.join(
+            os.path.dirname(path), latest_name(SMOKE if reasons else FULL, interrupted))
         try:
             with open(path, encoding="utf-8") as written:
                 atomic_write_text(latest, written.read())
@@ -182,5 +195,5 @@ class RunRecorder:
                                  f"({_why(exc)}); each worker's run file or journal is kept beside it")
             return None
         if merged:
-            self.copy_to_latest(path)
+            self.copy_to_latest(path, interrupted)
         return path if merged else None

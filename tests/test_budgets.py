@@ -61,7 +61,7 @@ def test_a_case_whose_one_call_is_over_its_budget_skips_after_that_call(suites: 
 
 
 def test_a_one_sample_case_reports_an_unknown_ci_and_is_not_saved(suites: pytest.Pytester) -> None:
-    result = suites.runpytest("--target=cpu", "--charz-out=run.json", "-k", "one_sample or steady")
+    result = suites.runpytest("--target=cpu", "--charz-out=run.json", "-k", "one_sample or steady", "--charz-table")
     result.assert_outcomes(passed=2, deselected=1)
     cases = {c["test"]: c for c in json.loads((suites.path / "run.json").read_text())["cases"]}
     one = cases["test_one_sample"]

@@ -148,7 +148,9 @@ def test_command_writes_json_markdown_and_self_contained_html(tmp_path, profiles
     assert "| flops:fp64 |" in markdown and "boxb by 2.09x" in markdown and "## Caveats" in markdown
     page = (tmp_path / "out" / "ab.html").read_text()
     assert 'src="http' not in page and "<script" not in page and "<link" not in page
-    assert page.count("<svg") == 3 and "Roofline overlay" in page and "Latency curves" in page
+    assert page.count("<svg") == 4 and "Roofline overlay" in page and "Latency curves" in page
+    # top-down: the ratio chart is the first plot, and every plot comes before the tables
+    assert page.index("Ratio to the baseline") < page.index("Roofline overlay") < page.index("<table")
     assert "flops:fp64" in out and "2.09x [1.96, 2.22]" in out and "compute" in out
     for suffix in ("json", "md", "html"):
         assert f"ab.{suffix}" in out
@@ -181,3 +183,23 @@ def test_one_profile_is_not_a_comparison(tmp_path, profiles, capsys):
     paths = _write(tmp_path, profiles)
     assert cli.main(["compare", paths[0]]) == 2
     assert "at least two profiles" in capsys.readouterr().err
+
+
+def test_the_ratio_chart_draws_each_interval_and_colours_the_better_side(profiles):
+    pytest.importorskip("matplotlib")
+    from pytest_charz.report.compare_plots import plot_ratio_chart
+
+    done = compare_profiles(profiles[:2], ["a.json", "b.json"])
+    figure = plot_ratio_chart(done)
+    axes = figure.axes[0]
+    names = [t.get_text() for t in axes.get_yticklabels()]
+    rows = {r["name"]: r for r in done["ceilings"]}
+    assert names == [r["name"] for r in done["ceilings"] if any(x for x in r["ratios"][1:])]
+    bars = [line for line in axes.get_lines() if len(line.get_xdata()) == 2 and line.get_linestyle() == "-"
+            and list(line.get_ydata())[0] == list(line.get_ydata())[1] and line.get_label().startswith("_")]
+    with_interval = [r for r in rows.values() if r["intervals"][1]]
+    assert with_interval and len(bars) == len(with_interval)
+    spans = sorted(tuple(round(x, 9) for x in bar.get_xdata()) for bar in bars)
+    assert spans == sorted(tuple(round(x, 9) for x in r["intervals"][1]) for r in with_interval)
+    fp64 = next(line for line in axes.get_lines() if list(line.get_xdata()) == [rows["flops:fp64"]["ratios"][1]])
+    assert fp64.get_color() == "#2ca02c"                    # boxb is 2.09x faster: green

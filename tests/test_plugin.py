@@ -59,7 +59,7 @@ def test_run_file_holds_every_case_with_its_evidence(suite):
 
 
 def test_terminal_summary_lists_cases_with_rates(suite):
-    result = suite.runpytest("--target=cpu", "--charz-out=run.json")
+    result = suite.runpytest("--target=cpu", "--charz-out=run.json", "--charz-table")
     result.stdout.fnmatch_lines([
         "*charz: measurements*",
         "*case*median*CI95*samples*achieved*% peak*flags*",

@@ -273,9 +273,24 @@ def test_format_spec_renders_units() -> None:
     assert "700 W  [h100-datasheet]" in text
 
 
-def test_an_unknown_name_with_nothing_close_still_names_the_nearest() -> None:
+@pytest.mark.parametrize("name", ["nope", "zzzzqqq", "gpu0"])
+def test_an_unknown_name_with_nothing_close_gets_no_arbitrary_suggestion(name: str) -> None:
     from pytest_charz.errors import UsageError
     from pytest_charz.targets.catalogue import resolve
 
-    with pytest.raises(UsageError, match=r"known targets: cpu, .*mi300x.*; nearest match: '[a-z0-9-]+'"):
-        resolve("zzzzqqq")
+    with pytest.raises(UsageError) as caught:
+        resolve(name)
+    message = str(caught.value)
+    assert re.search(r"known targets: cpu, .*mi300x.*, tpu-v5e$", message), message
+    assert "did you mean" not in message and "nearest" not in message
+
+
+@pytest.mark.parametrize(("name", "suggested"), [("tpu", "'tpu-v5e'"), ("mi30", "'mi300x'"),
+                                                 ("h20", "'h200'"), ("l40", "'l4'")])
+def test_a_close_name_gets_the_close_targets(name: str, suggested: str) -> None:
+    from pytest_charz.errors import UsageError
+    from pytest_charz.targets.catalogue import resolve
+
+    with pytest.raises(UsageError) as caught:
+        resolve(name)
+    assert suggested in str(caught.value).rsplit("did you mean ", 1)[1]

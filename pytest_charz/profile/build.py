@@ -15,11 +15,13 @@ Profile JSON (version 1)::
     {"version": 1, "kind": "charz-profile", "created": ISO-8601,
      "target": {"id", "name", "kind", "origin", "compute_units"},
      "runs": [{"path", "created", "status", "cases"}],
+     "left_out" (only when runs were given that could not be merged): [{"path", "reason"}],
      "provenance": {"hosts", "os", "cpu", "python", "suite_git", "device", "libraries", "differs"},
      "bottom_line": [{"name", "value", "unit", "fraction_of_spec", "range", "unstable", "evidence", "caveat",
                       "flagged" (flagged ceilings only: their flag rules)}],
      "ceilings": [{"name", "value", "unit", "spec", "spec_source", "fraction_of_spec",
                    "evidence": {"cases", "best_case", "samples", "discarded", "runs", "values",
+                                "from_runs" (several runs: the paths of the runs that gave the figure),
                                 "by_host" (runs of several hosts: {host: figure}), "conditions": {...}},
                    "caveats": [...],
                    # flagged by profile/sanity.py only: "flags": [{"rule", "text", evidence...}] and,
@@ -59,6 +61,43 @@ def check_same_target(runs: Sequence[Run], paths: Sequence[str]) -> None:
             raise CharzError(
                 f"runs of different targets cannot make one profile: {paths[0]} is of target {first!r} "
                 f"but {path} is of target {other!r}")
+
+
+def _merge_key(run: Run) -> tuple[str, str]:
+    """What runs must share to be merged: the identity of the hardware (the baseline key of the
+    target, which for a host CPU carries its fingerprint) and the scope (full or smoke)."""
+    from ..scope import scope_of_run
+    from ..store import run_target_key
+
+    return run_target_key(run), scope_of_run(run)[0]
+
+
+def comparable_runs(runs: Sequence[Run], paths: Sequence[str]) -> tuple[list[int], list[dict[str, str]]]:
+    """Which of ``runs`` one profile merges, and the others with the reason each was left out.
+
+    Runs merge when they were measured on the same hardware identity and are of one scope: a
+    2-case smoke run merged into a full run would pull the full run's figures towards its own
+    short-budget ones, and two CPU generations under one name are two machines. The kept group
+    is the one of the first full run given (the first run when none is full); the order of the
+    runs given is kept."""
+    from ..scope import FULL, scope_of_run
+
+    keys = [_merge_key(run) for run in runs]
+    chosen = next((key for key in keys if key[1] == FULL), keys[0])
+    kept = [index for index, key in enumerate(keys) if key == chosen]
+    left_out = []
+    for index, key in enumerate(keys):
+        if key == chosen:
+            continue
+        if key[0] != chosen[0]:
+            reason = (f"measured on other hardware ({key[0]}) than {paths[kept[0]]} ({chosen[0]}): "
+                      "profile each machine apart and compare them (charz compare)")
+        else:
+            why = "; ".join(scope_of_run(runs[index])[1]) or "a full run"
+            reason = (f"a {key[1]} run ({why}) is not comparable with the {chosen[1]} run {paths[kept[0]]}: "
+                      "their budgets or selections differ")
+        left_out.append({"path": paths[index], "reason": reason})
+    return kept, left_out
 
 
 def _provenance(runs: Sequence[Run]) -> dict[str, Any]:
@@ -216,6 +255,8 @@ def build_profile(runs: Sequence[Run], paths: Sequence[str] | None = None) -> di
         raise CharzError("a profile needs at least one run")
     paths = list(paths) if paths is not None else [f"run-{i}" for i in range(len(runs))]
     check_same_target(runs, paths)
+    kept, left_out = comparable_runs(runs, paths)
+    runs, paths = [runs[index] for index in kept], [paths[index] for index in kept]
     target = runs[0].target
     spec = target.spec
     kind = target.kind or (spec.identity.kind if spec is not None else "")
@@ -232,8 +273,12 @@ def build_profile(runs: Sequence[Run], paths: Sequence[str] | None = None) -> di
             profile_caveats.append(f"{paths[index]}: run status is {run.status!r}; it may lack cases")
     if len(runs) == 1:
         profile_caveats.insert(0, "single run: no run-to-run spread is known")
+    profile_caveats[:0] = [f"left out {item['path']}: {item['reason']}" for item in left_out]
     hosts = [str(run.provenance.get("host")) for run in runs]
     ceilings = [_combine(name, found, len(runs), kind, hosts) for name, found in by_name.items()]
+    if len(runs) > 1:
+        for ceiling in ceilings:
+            ceiling["evidence"]["from_runs"] = [paths[index] for index in ceiling["evidence"]["runs"]]
     profile_caveats.extend(check_ceilings(ceilings, SpecView(spec), kind))
     # "version" before "kind": the order profile files have always had (and the golden files hold).
     profile: dict[str, Any] = {
@@ -244,6 +289,7 @@ def build_profile(runs: Sequence[Run], paths: Sequence[str] | None = None) -> di
                    "compute_units": spec.compute.units.value if spec is not None else None},
         "runs": [{"path": path, "created": run.created, "status": run.status, "cases": len(run.cases)}
                  for path, run in zip(paths, runs)],
+        **({"left_out": left_out} if left_out else {}),
         "provenance": _provenance(runs),
         "ceilings": ceilings,
         "bottom_line": bottom_line(ceilings),

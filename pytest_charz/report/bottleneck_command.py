@@ -77,7 +77,10 @@ def bottleneck_command(args: Any) -> int:
         else:
             sys.stdout.write(dumps_json(document, "charz bottleneck --format json") + "\n")
     else:
-        text = render_markdown(document) if form == "md" else render_text(document)
+        from .text import terminal_width
+
+        text = render_markdown(document) if form == "md" else render_text(
+            document, width=120 if out else terminal_width())
         if out:
             atomic_write_text(out, text)
         else:

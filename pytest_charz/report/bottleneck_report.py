@@ -139,30 +139,56 @@ def render_markdown(document: Mapping[str, Any]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def render_text(document: Mapping[str, Any]) -> str:
-    """The per-case table (and each workload case's ops) as aligned text for a terminal."""
-    lines = [*_header_lines(document), ""]
-    headers, rows = case_rows(document)
-    lines.append(render_table(headers, rows, markdown=False) if rows else "no case to attribute")
+#: Ops of a workload case shown in the text (the longest first); Markdown and JSON hold all.
+TEXT_OPS = 12
+
+
+def render_text(document: Mapping[str, Any], width: int = 120) -> str:
+    """The per-case table (and each workload case's longest ops) as aligned text no wider than
+    ``width``: the evidence wraps, and a workload case shows its ``TEXT_OPS`` longest ops."""
+    from .text import fitted_table
+
+    import textwrap
+
+    lines = [*(wrapped for line in _header_lines(document)
+               for wrapped in textwrap.wrap(line, width, subsequent_indent="  ")), ""]
+    headers, rows = case_rows(document, top=2)
+    if not rows:
+        lines.append("no case to attribute")
+    for subject, kind, confidence, measured, evidence, runner_up in rows:
+        # one case per record: its id whole on the first line, what limits it and why wrapped below
+        lines.append(subject)
+        detail = f"{kind} ({confidence} confidence), {measured}: {evidence}" + (
+            f"; runner-up: {runner_up}" if runner_up != "-" else "")
+        lines.extend(textwrap.wrap(detail, width, initial_indent="    ", subsequent_indent="    "))
     for case in document.get("cases") or ():
         if case.get("ops"):
             headers, rows = op_rows(case)
-            lines += ["", f"ops of {case['subject']}:", render_table(headers, rows, markdown=False)]
+            order = sorted(range(len(rows)), key=lambda i: -(case["ops"][i].get("measured_s") or 0.0))
+            shown = [rows[i] for i in sorted(order[:TEXT_OPS])]
+            title = f"ops of {case['subject']}" + (f" (the {len(shown)} longest of {len(rows)}; all with "
+                                                    "--format md or json):" if len(rows) > len(shown) else ":")
+            lines += ["", *textwrap.wrap(title, width, subsequent_indent="  "),
+                      fitted_table(headers, shown, width, shrink=(5, 0, 1), keep_end=(0,))]
     return "\n".join(lines) + "\n"
 
 
 def html_section(document: Mapping[str, Any]) -> str:
-    """The bottlenecks as an HTML fragment (the page's CSS and table style)."""
-    from .html import html_table
+    """The bottlenecks as an HTML fragment (the page's CSS and table style): the per-case table,
+    then each workload case's ops, the longest first; a long table shows its first rows and keeps
+    the whole folded."""
+    from .html import folded_table
 
     parts = ["<h2>Bottlenecks</h2>", '<ul class="meta">' + "".join(
         f"<li>{html.escape(line)}</li>" for line in _header_lines(document)) + "</ul>"]
     headers, rows = case_rows(document)
-    parts.append(html_table(headers, rows) if rows else "<p>No case to attribute.</p>")
+    parts.append(folded_table(headers, rows, what="cases") if rows else "<p>No case to attribute.</p>")
     for case in document.get("cases") or ():
         if case.get("ops"):
             headers, rows = op_rows(case)
-            parts.append(f"<h3>Ops of {html.escape(str(case['subject']))}</h3>" + html_table(headers, rows))
+            order = sorted(range(len(rows)), key=lambda i: -(case["ops"][i].get("measured_s") or 0.0))
+            parts.append(f"<h3>Ops of {html.escape(str(case['subject']))} ({len(rows)}, the longest first)</h3>"
+                         + folded_table(headers, [rows[i] for i in order], what="ops"))
     return "\n".join(parts)
 
 

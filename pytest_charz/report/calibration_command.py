@@ -33,10 +33,15 @@ def calibrate_command(args: argparse.Namespace) -> int:
     (``--out``, when given, is checked to be a file path before any run is read)."""
     if args.out:
         check_output_file(args.out, "--out")
-    runs = load_runs(list(args.runs))
-    calfile = calibrate(runs, model=args.model, target=getattr(args, "target", None),
-                        level=getattr(args, "level", 0.9), calibrate_on=getattr(args, "calibrate_on", None),
-                        holdout=None if getattr(args, "no_holdout", False) else "alternate")
+    from .progress import Progress
+
+    with Progress("charz calibrate", total=2) as progress:
+        progress.step("reading the runs")
+        runs = load_runs(list(args.runs))
+        progress.step(f"fitting {args.model} and its bands on held-out cases")
+        calfile = calibrate(runs, model=args.model, target=getattr(args, "target", None),
+                            level=getattr(args, "level", 0.9), calibrate_on=getattr(args, "calibrate_on", None),
+                            holdout=None if getattr(args, "no_holdout", False) else "alternate")
     measured = next(run for run in runs if run.target.id == calfile.target)
     out = args.out or default_calibration_path(calfile, measured)
     try:

@@ -1,7 +1,9 @@
 """Comparing capability profiles: targets side by side through their measured evidence.
 
-Pure: profiles in, a ``formats.COMPARISON`` document out; nothing here reads files, prints or plots
-(``charz compare``, :mod:`pytest_charz.report.compare_command`, does that).
+Pure: profiles in, a ``formats.COMPARISON`` document out, and that document as one HTML page
+(:func:`render_html`: the bottom line per workload class, the plots with the ratio chart first,
+the caveats grouped, then the tables); nothing here reads files or prints (``charz compare``,
+:mod:`pytest_charz.report.compare_command`, does that).
 
 Comparison JSON (version 1)::
 
@@ -305,5 +307,63 @@ def compare_profiles(profiles: Sequence[Mapping[str, Any]], paths: Sequence[str]
             "caveats": _cpu_caveats(identities, names, rows) + _caveats(profiles, names, rows)}
 
 
-__all__ = ["CLASSES", "better_direction", "compare_profiles", "labels", "profile_identity", "ratio_interval",
-           "run_values", "workload_class"]
+def _bottom_line(comparison: Mapping[str, Any]) -> list[tuple[str, bool]]:
+    """Per workload class, who is ahead and by how much (the class scores' winner and margin)."""
+    names = [t["label"] for t in comparison["targets"]]
+    items = []
+    for klass in comparison.get("classes") or ():
+        if klass["winner"] is None:
+            text = f"{klass['class']}: tie" if klass["margin"] == 1.0 else f"{klass['class']}: -"
+        else:
+            text = f"{klass['class']}: {names[klass['winner']]} ahead by {klass['margin']:.3g}x"
+        items.append((f"{text} ({len(klass['ceilings'])} ceilings)", False))
+    differs = [d for d in (comparison.get("cpus") or {}).get("differs") or () if d]
+    if differs:
+        items.append(("different CPUs: " + ", ".join(sorted({w for d in differs for w in d})) + " differ", True))
+    return items
+
+
+def comparison_caveats(comparison: Mapping[str, Any]) -> list[tuple[str, list[str], int]]:
+    """The comparison's caveats grouped: one that starts with a ceiling's name is said once for
+    every ceiling it concerns (``7x is unstable in B: ... (bandwidth:dram, latency:dram, ...)``)."""
+    from .html import group_caveats, split_subject
+
+    names = [row["name"] for row in comparison.get("ceilings") or ()]
+    return group_caveats(split_subject(caveat, names) for caveat in comparison.get("caveats") or ())
+
+
+def render_html(comparison: Mapping[str, Any], profiles: Sequence[Mapping[str, Any]]) -> str:
+    """The comparison as one HTML document (needs matplotlib: extra ``report``): who is ahead per
+    workload class, the ratio chart and the overlays, the caveats grouped, the class and ceiling
+    tables, the targets compared. Refers to nothing outside itself."""
+    import html
+
+    from .compare_command import class_rows, comparison_rows
+    from .html import caveat_list, folded_table, headline_list, html_table, page, plot_grid
+    from .compare_plots import comparison_svgs
+
+    names = [t["label"] for t in comparison["targets"]]
+    parts = [headline_list(_bottom_line(comparison)), plot_grid(comparison_svgs(comparison, profiles))]
+    groups = comparison_caveats(comparison)
+    if groups:
+        parts.append(f"<h2>Caveats ({len(groups)} distinct, {sum(g[2] for g in groups)} in all)</h2>"
+                     + caveat_list(groups))
+    headers, rows = class_rows(comparison)
+    if rows:
+        parts.append("<h2>Workload classes</h2><p>Scores: geometric mean of the advantage over the baseline on "
+                     "the ceilings every profile has (above 1x: better than the baseline).</p>"
+                     + html_table(headers, rows))
+    headers, rows = comparison_rows(comparison)
+    parts.append("<h2>Ceilings</h2>" + (folded_table(headers, rows, what="ceilings") if rows
+                                        else "<p>No ceiling in these profiles.</p>"))
+    parts.append("<h2>Targets</h2>" + '<ul class="meta">' + "".join(
+        f"<li><b>{html.escape(t['label'])}</b>{' (baseline)' if i == 0 else ''}: {html.escape(str(t['path']))}, "
+        f"{html.escape(str(t.get('name')))} ({html.escape(str(t.get('kind')))}), {t['runs']} run(s)</li>"
+        for i, t in enumerate(comparison["targets"])) + "</ul>")
+    subtitle = f"baseline {names[0]}; " + "; ".join(
+        f"{t['label']}: {t.get('name')} ({t.get('kind')}), {t['runs']} run(s)" for t in comparison["targets"])
+    return page("Comparison: " + " vs ".join(names), parts, subtitle)
+
+
+__all__ = ["CLASSES", "better_direction", "compare_profiles", "comparison_caveats", "labels", "profile_identity",
+           "ratio_interval", "render_html", "run_values", "workload_class"]

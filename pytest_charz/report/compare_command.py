@@ -1,15 +1,18 @@
 """``charz compare A.profile.json B.profile.json...``: targets side by side, as JSON, Markdown and
-self-contained HTML (roofline overlay, bandwidth and latency curves of every target on one axis),
-with a summary table printed.
+self-contained HTML (:func:`pytest_charz.report.compare.render_html`: the ratio chart, roofline and
+curve overlays first), with a summary table printed.
 
-The comparison itself is :func:`pytest_charz.report.compare.compare_profiles`'s; this module reads
-the profiles, renders, writes and prints.
+``charz compare RUN_A RUN_B [RUN_C...]``: run files case by case (medians, ratio to the first run
+with its interval, change, verdicts), printed as text, Markdown or JSON, written with ``-o`` as
+JSON, Markdown and HTML; ``--fail-over PCT`` exits 1 when a case slowed beyond PCT.
+
+The comparisons themselves are :func:`pytest_charz.report.compare.compare_profiles`'s and
+:func:`pytest_charz.report.runs_compare.compare_runs`'s; this module reads the files, renders,
+writes and prints.
 """
 from __future__ import annotations
 
-import html
 import os
-import statistics
 import sys
 from typing import Any, Mapping, Sequence
 
@@ -79,92 +82,11 @@ def render_markdown(comparison: Mapping[str, Any]) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def _ceiling_value(profile: Mapping[str, Any], prefixes: Sequence[str]) -> float | None:
-    values = [c["value"] for c in profile.get("ceilings") or ()
-              if c.get("value") and c["name"].startswith(tuple(prefixes))]
-    return max(values) if values else None
-
-
-def plot_roofline_overlay(profiles: Sequence[Mapping[str, Any]], names: Sequence[str]) -> Any:
-    """Each target's attainable FLOP/s against intensity: best flops/gemm peak, DRAM bandwidth slope."""
-    from .plots import new_figure
-
-    roofs: list[tuple[str, float, float | None]] = []
-    for profile, name in zip(profiles, names):
-        peak = _ceiling_value(profile, ("flops:", "gemm:"))
-        if peak:
-            roofs.append((name, peak, _ceiling_value(profile, ("bandwidth:dram",))))
-    if not roofs:
-        return None
-    figure = new_figure()
-    axes = figure.add_subplot()
-    ridges = [peak / bw for _, peak, bw in roofs if bw]
-    low, high = min(ridges + [1.0]) / 100, max(ridges + [1.0]) * 100
-    xs = [low * (high / low) ** (i / 80) for i in range(81)]
-    for name, peak, bandwidth in roofs:
-        axes.plot(xs, [min(peak, x * bandwidth) if bandwidth else peak for x in xs], "-",
-                  label=f"{name}" + ("" if bandwidth else " (no DRAM bandwidth)"))
-    axes.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte of DRAM)",
-             ylabel="attainable FLOP/s", title="Roofline overlay")
-    axes.legend(fontsize="small")
-    return figure
-
-
-def plot_curve_overlay(profiles: Sequence[Mapping[str, Any]], names: Sequence[str], key: str) -> Any:
-    """The ``bandwidth`` or ``latency`` curve of every target on one axis (median over runs per size)."""
-    from .plots import new_figure
-
-    scale, ylabel, title = ((1e9, "latency per access (ns)", "Latency curves") if key == "latency"
-                            else (1.0, "bandwidth (B/s)", "Bandwidth curves"))
-    curves = [(n, ((p.get("curves") or {}).get(key) or {}).get("points") or []) for p, n in zip(profiles, names)]
-    if not any(points for _, points in curves):
-        return None
-    figure = new_figure()
-    axes = figure.add_subplot()
-    for name, points in curves:
-        by_size: dict[float, list[float]] = {}
-        for point in points:
-            by_size.setdefault(point["working_set_bytes"], []).append(point["value"])
-        if by_size:
-            sizes = sorted(by_size)
-            axes.plot(sizes, [statistics.median(by_size[s]) * scale for s in sizes], "o-", markersize=3, label=name)
-    axes.set(xscale="log", yscale="log", xlabel="working set (bytes)", ylabel=ylabel, title=title)
-    axes.legend(fontsize="small")
-    return figure
-
-
 def render_html(comparison: Mapping[str, Any], profiles: Sequence[Mapping[str, Any]]) -> str:
     """The comparison as one HTML document with its plots inline (needs matplotlib: extra ``report``)."""
-    from ..errors import require_extra
-    from .html import CSS, html_table
-    from .plots import svg_text
+    from .compare import render_html as render_page
 
-    require_extra("matplotlib", "report")
-    names = [t["label"] for t in comparison["targets"]]
-    title = "Comparison: " + " vs ".join(names)
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>", f"<h1>{html.escape(title)}</h1>",
-             '<ul class="meta">' + "".join(
-                 f"<li><b>{html.escape(t['label'])}</b>{' (baseline)' if i == 0 else ''}: {html.escape(str(t['path']))}, "
-                 f"{html.escape(str(t.get('name')))} ({html.escape(str(t.get('kind')))}), {t['runs']} run(s)</li>"
-                 for i, t in enumerate(comparison["targets"])) + "</ul>"]
-    if comparison["caveats"]:
-        parts.append("<h2>Caveats</h2><ul>" + "".join(
-            f'<li class="caveat">{html.escape(c)}</li>' for c in comparison["caveats"]) + "</ul>")
-    headers, rows = class_rows(comparison)
-    if rows:
-        parts.append(f"<h2>Workload classes</h2><p>Scores: {html.escape(_CLASS_NOTE)}.</p>" + html_table(headers, rows))
-    headers, rows = comparison_rows(comparison)
-    parts.append("<h2>Ceilings</h2>" + (html_table(headers, rows) if rows else "<p>No ceiling in these profiles.</p>"))
-    plots = [plot_roofline_overlay(profiles, names), plot_curve_overlay(profiles, names, "bandwidth"),
-             plot_curve_overlay(profiles, names, "latency")]
-    plots = [p for p in plots if p is not None]
-    if plots:
-        parts.append("<h2>Plots</h2>")
-        for figure in plots:
-            parts.append(f'<div class="plot">{svg_text(figure)}</div>')
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+    return render_page(comparison, profiles)
 
 
 def compare_paths(out_dir: str | None, name: str | None, first: str) -> dict[str, str]:
@@ -182,19 +104,35 @@ def compare_paths(out_dir: str | None, name: str | None, first: str) -> dict[str
 
 
 def compare_command(args: Any) -> int:
-    """``charz compare PROFILE...``: read every profile (CharzError naming the first unreadable
+    """``charz compare RUN...`` (:func:`~pytest_charz.report.runs_compare_command.compare_runs_command`)
+    or ``charz compare PROFILE...``: read every profile (CharzError naming the first unreadable
     one, before anything is written), write the comparison as JSON, Markdown and HTML, print a
     summary. Returns the exit status (0)."""
     from ..errors import CharzError, MissingExtraError
     from ..formats import atomic_write_json, atomic_write_text
-    from ..profile import load_profile
     from .compare import compare_profiles
+    from .progress import Progress
+    from .runs_compare_command import compare_runs_command, read_compared
 
     paths = list(args.profiles)
     if len(paths) < 2:
-        raise CharzError("charz compare needs at least two profiles")
+        raise CharzError("charz compare needs at least two profiles or two run files")
+
+    with Progress("charz compare", total=len(paths), unit="file") as progress:
+        loaded = []
+        for path in paths:
+            progress.step(f"reading {os.path.basename(path)}")
+            loaded.append(read_compared(path))
+    kinds = {kind for kind, _ in loaded}
+    if kinds == {"run"}:
+        return compare_runs_command(args, [run for _, run in loaded])
+    if kinds != {"profile"}:
+        raise CharzError("charz compare takes either run files or profiles, not both: " + ", ".join(
+            f"{path} ({kind})" for path, (kind, _) in zip(paths, loaded)))
+    if getattr(args, "fail_over", None) is not None or getattr(args, "histogram", None):
+        raise CharzError("--fail-over and --histogram compare run files, not profiles")
     out = compare_paths(getattr(args, "out_dir", None), getattr(args, "name", None), paths[0])
-    profiles = [load_profile(path) for path in paths]
+    profiles = [document for _, document in loaded]
     comparison = compare_profiles(profiles, paths)
     atomic_write_json(out["json"], comparison)
     atomic_write_text(out["md"], render_markdown(comparison))

@@ -1,24 +1,14 @@
 """Markdown rendering of a capability profile (and the text tables the CLI prints)."""
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-from .units import format_bandwidth, format_bytes, format_flops, format_time
-
-_FORMATS: dict[str, Callable[[float], str]] = {
-    "FLOP/s": format_flops,
-    "B/s": format_bandwidth,
-    "B": format_bytes,
-    "s": format_time,
-    "x": lambda value: f"{value:.3g}x",
-}
+from .units import format_bandwidth, format_bytes, format_flops, format_quantity, format_time
 
 
 def format_value(value: float | None, unit: str) -> str:
-    """A ceiling's value in human units (``-`` when unknown)."""
-    if value is None:
-        return "-"
-    return _FORMATS.get(unit, lambda v: f"{v:.4g} {unit}")(value)
+    """A ceiling's value in human units (``-`` when unknown); :func:`.units.format_quantity`."""
+    return format_quantity(value, unit)
 
 
 def _cell(text: Any) -> str:

@@ -1,36 +1,44 @@
-"""Plots of a capability profile as inline SVG text (matplotlib, Agg canvas, no pyplot state).
+"""The reports' plots as inline SVG text (matplotlib, Agg canvas, no pyplot state): a capability
+profile's, a profile comparison's and a sweep's.
 
-Each plot is drawn only when the profile has the curve it shows. The SVG is made
-self-contained for embedding in HTML: no XML prolog, no DOCTYPE, no metadata block and no
-namespace URLs; text stays text (``svg.fonttype = none``), so no font is embedded or fetched.
+Each plot is drawn only when its document has the data it shows. Every axis shows human units
+(:func:`pytest_charz.report.units.humanize_axis`: GB/s, KiB .. GiB, ns .. ms), never a raw
+``3e11``; a legend sits outside the axes, so it covers no data; an interval the data has (the
+spread over runs, a ratio's interval) is drawn. The SVG is made self-contained for embedding in
+HTML: no XML prolog, no DOCTYPE, no metadata block and no namespace URLs; text stays text
+(``svg.fonttype = none``), so no font is embedded or fetched.
 """
 from __future__ import annotations
 
 import io
 import re
-from typing import Any, Callable, Mapping
+import statistics
+from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import require_extra
-from .units import format_bytes
+from .units import format_bandwidth, format_bytes, format_flops, format_quantity, humanize_axis
 
 TITLES = {
-    "roofline": "Roofline: measured ceilings against spec peaks",
+    "roofline": "Roofline: a roof per memory level, the cases placed on it",
     "bandwidth": "Bandwidth vs working set",
     "copy": "Copy bandwidth vs working set",
     "latency": "Latency staircase",
     "transfer": "Transfer bandwidth vs size",
     "contention": "Contention slowdowns",
 }
+#: Memory levels a roofline draws a roof for, innermost first (``bandwidth:<level>`` ceilings).
+LEVELS = ("l1", "l2", "l3", "dram")
+_LEVEL_COLOURS = {"l1": "#2ca02c", "l2": "#17becf", "l3": "#9467bd", "dram": "#d62728"}
 
 
-def new_figure() -> Any:
-    """A fresh matplotlib Figure on its own Agg canvas (no pyplot state); MissingExtraError naming
-    the ``report`` extra when matplotlib is not installed."""
+def new_figure(width: float = 7.0, height: float = 4.2) -> Any:
+    """A fresh matplotlib Figure (``width`` x ``height`` inches) on its own Agg canvas (no pyplot
+    state); MissingExtraError naming the ``report`` extra when matplotlib is not installed."""
     require_extra("matplotlib", "report")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(7.0, 4.2))
+    figure = Figure(figsize=(width, height))
     FigureCanvasAgg(figure)
     return figure
 
@@ -50,84 +58,136 @@ def svg_text(figure: Any) -> str:
     return text.strip()
 
 
+def legend_outside(axes: Any) -> None:
+    """The legend of ``axes`` to the right of the plot, where it covers no data."""
+    handles, _ = axes.get_legend_handles_labels()
+    if handles:
+        axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False,
+                    borderaxespad=0.0)
+
+
 def _ceilings(profile: Mapping[str, Any], prefix: str) -> dict[str, Mapping[str, Any]]:
     return {c["name"][len(prefix):]: c for c in profile.get("ceilings") or () if c["name"].startswith(prefix)}
 
 
-def plot_roofline(profile: Mapping[str, Any]) -> Any:
-    points = [p for p in (profile.get("curves") or {}).get("flops", {}).get("points", [])]
-    if not points:
-        return None
-    figure = new_figure()
-    axes = figure.add_subplot()
-    intensities = [p["intensity_flop_per_byte"] for p in points if p.get("intensity_flop_per_byte")]
-    low = min(intensities + [0.1]) / 4
-    high = max(intensities + [100.0]) * 4
-    xs = [low * (high / low) ** (i / 60) for i in range(61)]
-    dram = _ceilings(profile, "bandwidth:").get("dram") or {}
-
-    def roof(peak: float, bandwidth: float | None) -> list[float]:
-        return [min(peak, x * bandwidth) if bandwidth else peak for x in xs]
-
-    spec_peaks: dict[str, float] = {}
-    for quantity in ("flops", "gemm"):
-        for dtype, ceiling in sorted(_ceilings(profile, f"{quantity}:").items()):
-            if ceiling.get("value"):
-                axes.plot(xs, roof(ceiling["value"], dram.get("value")), "-", label=f"measured {quantity} {dtype}")
-            if ceiling.get("spec"):
-                spec_peaks.setdefault(dtype, ceiling["spec"])
-    for dtype, peak in sorted(spec_peaks.items()):
-        axes.plot(xs, roof(peak, dram.get("spec")), ":", label=f"spec peak {dtype}")
-    for (op, dtype), group in _grouped(points, lambda p: (p["op"], p["dtype"])).items():
-        placed = [p for p in group if p.get("intensity_flop_per_byte")]
-        if placed:
-            axes.plot([p["intensity_flop_per_byte"] for p in placed], [p["flop_per_s"] for p in placed], "o",
-                      label=f"{op} {dtype} cases")
-    axes.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte of DRAM)", ylabel="FLOP/s",
-             title=TITLES["roofline"])
-    axes.legend(fontsize="small")
-    return figure
-
-
-def _grouped(items: list[Mapping[str, Any]], key: Callable[[Mapping[str, Any]], Any]) -> dict[Any, list[Mapping[str, Any]]]:
+def grouped(items: Sequence[Mapping[str, Any]], key: Callable[[Mapping[str, Any]], Any]) -> dict[Any, list[Mapping[str, Any]]]:
     groups: dict[Any, list[Mapping[str, Any]]] = {}
     for item in items:
         groups.setdefault(key(item), []).append(item)
     return groups
 
 
-def _plot_levels(profile: Mapping[str, Any], key: str, ylabel: str, scale: float) -> Any:
+def geometric(low: float, high: float, count: int) -> list[float]:
+    return [low * (high / low) ** (i / (count - 1)) for i in range(count)]
+
+
+def level_roofs(profile: Mapping[str, Any]) -> list[tuple[str, float]]:
+    """(level, measured bandwidth) of every memory level the profile measured, innermost first."""
+    found = _ceilings(profile, "bandwidth:")
+    return [(level, float(found[level]["value"])) for level in LEVELS if (found.get(level) or {}).get("value")]
+
+
+def plot_roofline(profile: Mapping[str, Any]) -> Any:
+    """Attainable FLOP/s against arithmetic intensity: one roof per memory level measured (L1,
+    L2, L3, DRAM) under the highest measured compute ceiling, each measured compute ceiling and
+    spec peak as a line, and the FMA/GEMM cases placed at their intensity (FLOP per DRAM byte)."""
+    points = list((profile.get("curves") or {}).get("flops", {}).get("points", []))
+    compute = [(f"{quantity} {dtype}", float(c["value"]), c.get("spec"))
+               for quantity in ("flops", "gemm") for dtype, c in sorted(_ceilings(profile, f"{quantity}:").items())
+               if c.get("value")]
+    if not points and not compute:
+        return None
+    roofs = level_roofs(profile)
+    top = max([value for _, value, _ in compute] + [p["flop_per_s"] for p in points if p.get("flop_per_s")])
+    ridges = [top / bandwidth for _, bandwidth in roofs]
+    intensities = [p["intensity_flop_per_byte"] for p in points if p.get("intensity_flop_per_byte")]
+    low = min(intensities + ridges + [1.0]) / 8
+    high = max(intensities + ridges + [10.0]) * 4
+    xs = geometric(low, high, 80)
+    figure = new_figure(7.6, 4.4)
+    axes = figure.add_subplot()
+    for level, bandwidth in roofs:
+        axes.plot(xs, [min(top, x * bandwidth) for x in xs], "-", color=_LEVEL_COLOURS[level], linewidth=1.6,
+                  label=f"{level.upper()} roof: {format_bandwidth(bandwidth)}")
+    for (name, value, _), style in zip(compute, ("-", "--", "-.", ":", (0, (5, 1)), (0, (1, 1)), (0, (3, 5, 1, 5)))):
+        axes.plot([xs[0], xs[-1]], [value, value], linestyle=style, color="#555555", linewidth=0.9,
+                  label=f"{name}: {format_flops(value)}")
+    spec_peaks: dict[str, float] = {}
+    for name, _, spec in compute:
+        if spec:
+            spec_peaks.setdefault(name.split(" ", 1)[1], float(spec))
+    for dtype, peak in sorted(spec_peaks.items()):
+        axes.plot([xs[0], xs[-1]], [peak, peak], ":", color="#bbbbbb", linewidth=1.0,
+                  label=f"spec peak {dtype}: {format_flops(peak)}")
+    for (op, dtype), group in grouped(points, lambda p: (p["op"], p["dtype"])).items():
+        placed = [p for p in group if p.get("intensity_flop_per_byte")]
+        if placed:
+            axes.plot([p["intensity_flop_per_byte"] for p in placed], [p["flop_per_s"] for p in placed], "o",
+                      markersize=5, label=f"{op} {dtype} cases ({len(placed)})")
+    floor = min([min(top, xs[0] * bw) for _, bw in roofs] + [p["flop_per_s"] for p in points if p.get("flop_per_s")]
+                + [top / 100])
+    axes.set(xscale="log", yscale="log", xlim=(xs[0], xs[-1]), ylim=(floor / 2, top * 2.5),
+             xlabel="arithmetic intensity (FLOP per byte of DRAM traffic)", ylabel="attainable FLOP/s")
+    humanize_axis(axes, "x", "")
+    humanize_axis(axes, "y", "FLOP/s")
+    axes.grid(True, which="major", alpha=0.25)
+    legend_outside(axes)
+    return figure
+
+
+def spread(points: Sequence[Mapping[str, Any]], value: Callable[[Mapping[str, Any]], float]) -> tuple[list[float], list[float], list[float], list[float]]:
+    """Per working set over runs: sizes, median, min and max."""
+    by_size: dict[float, list[float]] = {}
+    for point in points:
+        by_size.setdefault(float(point["working_set_bytes"]), []).append(value(point))
+    sizes = sorted(by_size)
+    return (sizes, [statistics.median(by_size[s]) for s in sizes], [min(by_size[s]) for s in sizes],
+            [max(by_size[s]) for s in sizes])
+
+
+def plot_levels(profile: Mapping[str, Any], key: str, ylabel: str, unit: str) -> Any:
+    """The profile's ``key`` curve (``bandwidth``, ``copy``, ``latency``) against the working set,
+    values in ``unit``: over several runs their median with the range shaded; the levels' detected
+    boundaries marked."""
     curve = (profile.get("curves") or {}).get(key)
     if not curve or not curve.get("points"):
         return None
     figure = new_figure()
     axes = figure.add_subplot()
-    runs = _grouped(curve["points"], lambda p: p.get("run", 0))
-    for run, points in sorted(runs.items()):
-        label = f"run {run}" if len(runs) > 1 else "measured"
-        if key == "latency" and (profile.get("curves") or {}).get("latency_random"):
-            label += ", page-local walk"
-        axes.plot([p["working_set_bytes"] for p in points], [p["value"] * scale for p in points], "o-",
-                  label=label, markersize=3)
+    runs = grouped(curve["points"], lambda p: p.get("run", 0))
+    walk_label = ", page-local walk" if key == "latency" and (profile.get("curves") or {}).get("latency_random") else ""
+    if len(runs) > 1:
+        sizes, middle, lows, highs = spread(curve["points"], lambda p: p["value"])
+        axes.fill_between(sizes, lows, highs, color="tab:blue", alpha=0.2, linewidth=0,
+                          label=f"range over {len(runs)} runs")
+        axes.plot(sizes, middle, "o-", markersize=3, color="tab:blue", label=f"median of runs{walk_label}")
+    else:
+        points = curve["points"]
+        axes.plot([p["working_set_bytes"] for p in points], [p["value"] for p in points], "o-", markersize=3,
+                  color="tab:blue", label=f"measured{walk_label}")
     if key == "latency":
         walk = ((profile.get("curves") or {}).get("latency_random") or {}).get("points") or []
-        for run, points in sorted(_grouped(walk, lambda p: p.get("run", 0)).items()):
-            axes.plot([p["working_set_bytes"] for p in points], [p["value"] * scale for p in points], "s--",
-                      label=f"{'run ' + str(run) + ', ' if len(runs) > 1 else ''}random walk (TLB misses)",
-                      markersize=3)
+        if walk:
+            sizes, middle, lows, highs = spread(walk, lambda p: p["value"])
+            if len({p.get("run", 0) for p in walk}) > 1:
+                axes.fill_between(sizes, lows, highs, color="tab:orange", alpha=0.2, linewidth=0)
+            axes.plot(sizes, middle, "s--", markersize=3, color="tab:orange", label="random walk (TLB misses)")
     labelled: set[str] = set()
     for boundary in curve.get("boundaries") or ():
         axes.axvline(boundary["capacity_bytes"], color="grey", linestyle="--", linewidth=0.8)
         if boundary["level"] in labelled:
             continue
         labelled.add(boundary["level"])
-        axes.annotate(f"{boundary['level']} ~{format_bytes(boundary['capacity_bytes'])}",
-                      (boundary["capacity_bytes"], 0.95), xycoords=("data", "axes fraction"), rotation=90,
+        axes.annotate(f"{boundary['level'].upper()} ~{format_bytes(boundary['capacity_bytes'])}",
+                      (boundary["capacity_bytes"], 0.97), xycoords=("data", "axes fraction"), rotation=90,
                       fontsize="small", ha="right", va="top")
     threads = int(curve.get("threads") or 1)
-    xlabel = "working set (bytes)" + (f", total over {threads} threads" if threads > 1 else "")
-    axes.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=ylabel, title=TITLES[key])
-    axes.legend(fontsize="small")
+    xlabel = "working set" + (f", total over {threads} threads" if threads > 1 else "")
+    axes.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=ylabel)
+    humanize_axis(axes, "x", "B")
+    humanize_axis(axes, "y", unit)
+    axes.grid(True, which="major", alpha=0.25)
+    legend_outside(axes)
     return figure
 
 
@@ -147,14 +207,17 @@ def plot_transfers(profile: Mapping[str, Any]) -> Any:
         ceiling = fitted.get(kind) or {}
         if ceiling.get("bandwidth") and ceiling.get("latency_s") is not None:
             sizes = [p["bytes"] for p in points]
-            grid = [min(sizes) * (max(sizes) / min(sizes)) ** (i / 50) for i in range(51)]
+            grid = geometric(min(sizes), max(sizes), 51)
             fit = ceiling.get("fit") or {}
             axes.plot(grid, [b / (ceiling["latency_s"] + b / ceiling["bandwidth"]) for b in grid], "-",
-                      label=f"{kind} fit: {ceiling['bandwidth'] / 1e9:.3g} GB/s, {ceiling['latency_s'] * 1e6:.3g} us"
+                      label=f"{kind} fit: {format_bandwidth(ceiling['bandwidth'])}, "
+                            f"{format_quantity(ceiling['latency_s'], 's')}"
                             + (f", r2={fit['r2']:.3f}" if fit.get("r2") is not None else ""))
-    axes.set(xscale="log", yscale="log", xlabel="transfer size (bytes)", ylabel="bandwidth (B/s)",
-             title=TITLES["transfer"])
-    axes.legend(fontsize="small")
+    axes.set(xscale="log", yscale="log", xlabel="transfer size", ylabel="bandwidth")
+    humanize_axis(axes, "x", "B")
+    humanize_axis(axes, "y", "B/s")
+    axes.grid(True, which="major", alpha=0.25)
+    legend_outside(axes)
     return figure
 
 
@@ -168,7 +231,8 @@ def plot_contention(profile: Mapping[str, Any]) -> Any:
     axes.bar(range(len(names)), [slowdowns[n]["value"] for n in names], color="tab:red")
     axes.axhline(1.0, color="black", linewidth=0.8)
     axes.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize="small")
-    axes.set(ylabel="contended / alone time", title=TITLES["contention"])
+    axes.set(ylabel="contended / alone time")
+    humanize_axis(axes, "y", "x")
     return figure
 
 
@@ -180,9 +244,9 @@ def plot_svgs(profile: Mapping[str, Any]) -> list[tuple[str, str]]:
     require_extra("matplotlib", "report")
     makers: list[tuple[str, Callable[[], Any]]] = [
         ("roofline", lambda: plot_roofline(profile)),
-        ("bandwidth", lambda: _plot_levels(profile, "bandwidth", "bandwidth (B/s)", 1.0)),
-        ("copy", lambda: _plot_levels(profile, "copy", "bandwidth (B/s)", 1.0)),
-        ("latency", lambda: _plot_levels(profile, "latency", "latency per access (ns)", 1e9)),
+        ("bandwidth", lambda: plot_levels(profile, "bandwidth", "bandwidth", "B/s")),
+        ("copy", lambda: plot_levels(profile, "copy", "bandwidth", "B/s")),
+        ("latency", lambda: plot_levels(profile, "latency", "latency per access", "s")),
         ("transfer", lambda: plot_transfers(profile)),
         ("contention", lambda: plot_contention(profile)),
     ]
@@ -194,4 +258,5 @@ def plot_svgs(profile: Mapping[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-__all__ = ["TITLES", "plot_svgs", "plot_roofline", "plot_transfers", "plot_contention"]
+__all__ = ["LEVELS", "TITLES", "geometric", "grouped", "legend_outside", "level_roofs", "new_figure", "plot_contention",
+           "plot_levels", "plot_roofline", "plot_svgs", "plot_transfers", "spread", "svg_text"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 
 def profile_paths(run_paths: Sequence[str], out_dir: str | None, name: str | None) -> dict[str, str]:
@@ -38,6 +38,30 @@ def profile_paths(run_paths: Sequence[str], out_dir: str | None, name: str | Non
     return {"json": base + ".json", "md": base + ".md", "html": base + ".html"}
 
 
+def provenance_lines(profile: Mapping[str, Any]) -> list[str]:
+    """Which runs the profile's figures came from: each run left out with its reason, and with
+    several runs merged, how many figures each gave and the figures some runs lack."""
+    lines = [f"left out {item.get('path')}: {item.get('reason')}" for item in profile.get("left_out") or ()]
+    runs = [str(run.get("path")) for run in profile.get("runs") or ()]
+    if len(runs) < 2:
+        return lines
+    ceilings = profile.get("ceilings") or []
+    counts = {path: 0 for path in runs}
+    partial = []
+    for ceiling in ceilings:
+        sources = (ceiling.get("evidence") or {}).get("from_runs") or []
+        for path in sources:
+            counts[path] = counts.get(path, 0) + 1
+        if len(sources) < len(runs):
+            partial.append(f"{ceiling.get('name')} ({', '.join(sources) or 'no run'})")
+    lines.append("figures from: " + ", ".join(f"{path} ({count} of {len(ceilings)})" for path, count in counts.items())
+                 + "; each figure is the median over the runs that measured it")
+    if partial:
+        shown = ", ".join(partial[:6]) + (f", and {len(partial) - 6} more" if len(partial) > 6 else "")
+        lines.append(f"measured in only some runs: {shown}")
+    return lines
+
+
 def profile_command(args: Any) -> int:
     """``charz profile RUN.json...``: write the profile as JSON, Markdown and HTML; print a summary.
 
@@ -54,20 +78,33 @@ def profile_command(args: Any) -> int:
 
     run_paths = list(args.runs)
     paths = profile_paths(run_paths, getattr(args, "out_dir", None), getattr(args, "name", None))
-    runs = [load_run(path) for path in run_paths]
-    profile = build_profile(runs, run_paths)
-    atomic_write_json(paths["json"], profile)
-    atomic_write_text(paths["md"], render_markdown(profile))
-    written = [paths["json"], paths["md"]]
-    try:
-        from .html import render_html
+    from .progress import Progress
 
-        atomic_write_text(paths["html"], render_html(profile))
-        written.append(paths["html"])
-    except MissingExtraError as exc:
-        print(f"charz: HTML profile not written: {exc}", file=sys.stderr)
+    with Progress("charz profile", total=len(run_paths) + 3) as progress:
+        runs = []
+        for path in run_paths:
+            progress.step(f"reading {os.path.basename(path)}")
+            runs.append(load_run(path))
+        progress.step("building the profile")
+        profile = build_profile(runs, run_paths)
+        progress.step("writing JSON and Markdown")
+        atomic_write_json(paths["json"], profile)
+        atomic_write_text(paths["md"], render_markdown(profile))
+        written = [paths["json"], paths["md"]]
+        progress.step("drawing the HTML page")
+        try:
+            from .html import render_html
+
+            atomic_write_text(paths["html"], render_html(profile))
+            written.append(paths["html"])
+        except MissingExtraError as exc:
+            print(f"charz: HTML profile not written: {exc}", file=sys.stderr)
     target = profile["target"]
-    print(f"profile of {target.get('id')} ({target.get('name')}) from {len(runs)} run(s)")
+    merged = profile.get("runs") or []
+    print(f"profile of {target.get('id')} ({target.get('name')}) from {len(merged)} run(s)"
+          + (f" of the {len(runs)} given" if len(merged) != len(runs) else ""))
+    for line in provenance_lines(profile):
+        print(line)
     headers, rows = ceiling_rows(profile, with_evidence=False)
     print(render_table(headers, rows, markdown=False))
     for path in written:

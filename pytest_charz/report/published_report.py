@@ -10,14 +10,9 @@ from typing import Sequence
 
 from ..published.score import ScoredRow, held_out_summary, score_rows
 from .markdown import render_table
+from .units import format_time
 
 HEADERS = ["row", "target", "kind", "role", "published", "measured", "predicted", "error", "priors used"]
-
-
-def _time(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    return f"{seconds * 1e3:.4g} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.4g} us"
 
 
 def table_rows(scored: Sequence[ScoredRow]) -> list[list[str]]:
@@ -28,7 +23,7 @@ def table_rows(scored: Sequence[ScoredRow]) -> list[list[str]]:
         row = item.row
         error = f"{item.error:+.1%}" if item.error is not None else f"- ({item.reason})"
         rows.append([row.id, row.target, row.kind, row.role, f"{row.value:g} {row.unit}",
-                     _time(item.measured_s), _time(item.predicted_s), error, ", ".join(item.priors) or "-"])
+                     format_time(item.measured_s, 4), format_time(item.predicted_s, 4), error, ", ".join(item.priors) or "-"])
     return rows
 
 

@@ -117,33 +117,9 @@ def progress_bar(total: int, enabled: bool) -> tuple[Callable[[int], None], Call
 
 def sweep_plots(result: Any) -> list[tuple[str, str]]:
     """The Pareto front and the sensitivity ranking as inline SVG (needs matplotlib: extra ``report``)."""
-    from .plots import new_figure, svg_text
+    from .sweep_plots import sweep_svgs
 
-    plots = []
-    figure = new_figure()
-    axes = figure.add_subplot(1, 1, 1)
-    axes.scatter([p.latency_s * 1e3 for p in result.points], [p.energy_j for p in result.points], s=8,
-                 color="#999999", label="configurations")
-    front = [result.points[i] for i in result.front]
-    axes.plot([p.latency_s * 1e3 for p in front], [p.energy_j for p in front], "o-", color="#c0392b", markersize=4,
-              label="Pareto front")
-    if result.baseline is not None:
-        axes.scatter([result.baseline.latency_s * 1e3], [result.baseline.energy_j], marker="*", s=120,
-                     color="#2c3e50", label="unchanged machine", zorder=3)
-    axes.set_xlabel("latency (ms)")
-    axes.set_ylabel("energy (J)")
-    axes.legend(loc="best", fontsize="small")
-    axes.grid(True, alpha=0.3)
-    plots.append(("Latency against energy", svg_text(figure)))
-    if result.ranking:
-        figure = new_figure()
-        axes = figure.add_subplot(1, 1, 1)
-        names = [s.parameter for s in result.ranking][::-1]
-        axes.barh(names, [100 * s.swing for s in result.ranking][::-1], color="#2980b9")
-        axes.set_xlabel("end-to-end latency swing over the range (%)")
-        axes.grid(True, axis="x", alpha=0.3)
-        plots.append(("Sensitivity of the end-to-end time", svg_text(figure)))
-    return plots
+    return sweep_svgs(result)
 
 
 def sweep_command(args: argparse.Namespace) -> int:
@@ -202,9 +178,26 @@ def sweep_command(args: argparse.Namespace) -> int:
         return 0
     for line in headline(result):
         print(line)
+    for line in axis_lines(axes, machine):
+        print(line)
     print(render_table(*sensitivity_table(result), markdown=False))
     print(f"sweep report: {os.path.join(args.out_dir, 'sweep.html')} (.json, .md)")
     return 0
+
+
+def axis_lines(axes: Any, machine: Any) -> list[str]:
+    """One line per ``--vary`` axis: the values swept, in human units, beside the machine's own
+    figure (``varied compute_units: 66, 132, 198, 264 units (machine: 132 units)``)."""
+    from ..sim.parameters import format_parameter
+
+    lines = []
+    for axis in axes:
+        shown = [format_parameter(axis.name, value) for value in axis.values]
+        if len(shown) > 8:
+            shown = [*shown[:3], f"... ({len(shown) - 6} more)", *shown[-3:]]
+        lines.append(f"varied {axis.name}: {', '.join(shown)} "
+                     f"(machine: {format_parameter(axis.name, machine.param(axis.name))})")
+    return lines
 
 
 def write_report(result: Any, out_dir: str) -> None:

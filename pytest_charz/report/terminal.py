@@ -1,11 +1,18 @@
-"""The terminal summary: one row per measured case of a run, the time each suite file took,
-and why the cases that got no reference got none (each reason said once, with its cases)."""
+"""The terminal summary of a session, problems first: drift and model-error with their figures,
+the cases flagged for their conditions by cause, the verdict counts, what the store did, how
+many cases the gate can judge at its threshold (:mod:`pytest_charz.gate_power`), why cases got
+no reference (each reason said once, with its cases), the time each suite file took and the
+slowest cases; the one-row-per-case table on request."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
+from ..gate_power import power_lines
 from .units import format_bandwidth, format_flops, format_time
+
+PROBLEM_OUTCOMES = ("drift", "model-error")
 
 if TYPE_CHECKING:
     from ..records import CaseRecord, Run
@@ -144,25 +151,157 @@ def reference_gap_lines(cases: "Sequence[CaseRecord]", shown: int = 3) -> list[s
     return lines
 
 
-def summary_lines(run: "Run", verbose: bool = False) -> list[str]:
-    """The summary table of ``run``'s cases, the count of each verdict and of flagged cases, the
-    time per suite file, and why cases got no reference."""
-    cases = run.cases
+def _short(case: "CaseRecord") -> str:
+    return case.id.split("::", 1)[-1]
+
+
+def _pct_signed(value: float) -> str:
+    return f"{100 * value:+.1f}%"
+
+
+def _problem_detail(case: "CaseRecord") -> str:
+    """The figure behind a drift or model-error verdict, in one phrase."""
+    verdict = case.verdict
+    assert verdict is not None
+    if verdict.outcome == "model-error" and verdict.model_error is not None:
+        return f"measured {_pct_signed(verdict.model_error)} against the model"
+    if verdict.ratio is not None:
+        text = f"{_pct_signed(verdict.ratio - 1.0)} against its reference"
+        if verdict.ratio_ci is not None:
+            low, high = verdict.ratio_ci
+            text += f" (CI {_pct_signed(low - 1.0)} to {_pct_signed(high - 1.0)})"
+        return text
+    return verdict.message.splitlines()[0] if verdict.message else verdict.outcome
+
+
+def problem_lines(cases: "Sequence[CaseRecord]", shown: int = 5) -> list[str]:
+    """Drift and model-error first, each case with its figure; ``problems: none`` without them."""
+    lines: list[str] = []
+    for outcome in PROBLEM_OUTCOMES:
+        hits = [c for c in cases if c.verdict is not None and c.verdict.outcome == outcome]
+        if not hits:
+            continue
+        hits.sort(key=lambda c: -abs((c.verdict.ratio or 1.0) - 1.0 if outcome == "drift"
+                                     else (c.verdict.model_error or 0.0)))
+        lines.append(f"{outcome}: {len(hits)} case(s)")
+        width = max(len(_short(c)) for c in hits[:shown])
+        for case in hits[:shown]:
+            lines.append(f"  {_short(case).ljust(width)}  {_problem_detail(case)}")
+        if len(hits) > shown:
+            lines.append(f"  and {len(hits) - shown} more (the full table: -v or --charz-table)")
+    return lines or ["problems: none (no drift, no model-error)"]
+
+
+def _rel_halfwidth(case: "CaseRecord") -> float:
+    rel = case.measurement.rel_ci_halfwidth
+    return rel if rel is not None and math.isfinite(rel) else math.inf
+
+
+def flag_lines(cases: "Sequence[CaseRecord]", shown: int = 3) -> list[str]:
+    """Cases flagged for their conditions, by cause with counts and the cases with the widest
+    intervals of each; then the cases that missed their noise target."""
+    by_flag: dict[str, list["CaseRecord"]] = {}
+    for case in cases:
+        for flag in case.flags:
+            if flag != "noisy":
+                by_flag.setdefault(flag, []).append(case)
+    lines: list[str] = []
+    flagged = sum(1 for c in cases if set(c.flags) - {"noisy"})
+    if flagged:
+        causes = ", ".join(f"{flag} {len(hit)}" for flag, hit in sorted(by_flag.items(), key=lambda kv: -len(kv[1])))
+        lines.append(f"flagged for conditions: {flagged} case(s): {causes}"
+                     + (" (a case may have several)" if sum(map(len, by_flag.values())) > flagged else ""))
+        for flag, hit in sorted(by_flag.items(), key=lambda kv: -len(kv[1])):
+            worst = sorted(hit, key=_rel_halfwidth, reverse=True)[:shown]
+            lines.append(f"  {flag}: " + ", ".join(_short(c) for c in worst)
+                         + (f", and {len(hit) - len(worst)} more" if len(hit) > len(worst) else ""))
+    noisy = [c for c in cases if "noisy" in c.flags]
+    if noisy:
+        worst = sorted(noisy, key=_rel_halfwidth, reverse=True)[:shown]
+        shown_text = ", ".join(f"{_short(c)} ({_halfwidth_text(c)})" for c in worst)
+        lines.append(f"{len(noisy)} case(s) missed the noise target; widest: {shown_text}"
+                     + (f", and {len(noisy) - len(worst)} more" if len(noisy) > len(worst) else ""))
+    unknown = sum(1 for c in cases if c.measurement.median_s is not None and not c.measurement.ci_known)
+    if unknown:
+        lines.append(f"{unknown} case(s) with too few samples for a CI of the median: CI unknown")
+    return lines
+
+
+def _halfwidth_text(case: "CaseRecord") -> str:
+    rel = _rel_halfwidth(case)
+    return f"±{100 * rel:.1f}%" if math.isfinite(rel) else "CI unknown"
+
+
+def reference_lines(cases: "Sequence[CaseRecord]") -> list[str]:
+    """How many cases were judged against a reference, and what this run did to the store:
+    references saved for new cases, sessions added to references still settling, accepted."""
+    judged = [c for c in cases if c.verdict is not None]
+    if not judged:
+        return []
+    counts = {"saved": 0, "session": 0, "accepted": 0, "kept": 0}
+    settled_now = 0
+    for case in judged:
+        baseline = case.verdict.baseline
+        if baseline.startswith("saved"):
+            counts["saved"] += 1
+        elif baseline.startswith("added as reference session"):
+            counts["session"] += 1
+            parts = baseline.split()
+            if len(parts) >= 7 and parts[4] == parts[6]:
+                settled_now += 1
+        elif baseline.startswith("accepted"):
+            counts["accepted"] += 1
+        elif baseline.startswith("kept"):
+            counts["kept"] += 1
+    with_reference = sum(1 for c in judged if c.verdict.ratio is not None)
+    parts = [f"{with_reference} of {len(judged)} case(s) judged against a reference"]
+    if counts["saved"]:
+        parts.append(f"{counts['saved']} new reference(s) saved")
+    if counts["session"]:
+        parts.append(f"{counts['session']} session(s) added to settling references"
+                     + (f" ({settled_now} settled now)" if settled_now else ""))
+    if counts["accepted"]:
+        parts.append(f"{counts['accepted']} accepted")
+    return ["references: " + "; ".join(parts)]
+
+
+def slowest_lines(cases: "Sequence[CaseRecord]", shown: int = 5) -> list[str]:
+    """The cases whose measuring took longest (the sampler's time, warm-up included)."""
+    timed = sorted((c for c in cases if c.measurement.elapsed_s > 0), key=lambda c: -c.measurement.elapsed_s)[:shown]
+    if len(timed) < 2:
+        return []
+    width = max(len(_short(c)) for c in timed)
+    return ["slowest cases (measuring):"] + [f"  {_short(c).ljust(width)}  {c.measurement.elapsed_s:7.1f} s"
+                                             for c in timed]
+
+
+def _table(cases: "Sequence[CaseRecord]") -> list[str]:
     headers = ["case", "median", "CI95", "samples", "achieved", "% peak", "flags"]
     rows = [case_row(c) for c in cases]
     if any(len(r) > len(headers) for r in rows):
         headers.append("verdict")
         rows = [r + [""] * (len(headers) - len(r)) for r in rows]
-    try:
-        from tabulate import tabulate
+    from tabulate import tabulate
 
-        table = tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
-    except ImportError:
-        widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
-        lines = ["  ".join(str(x).ljust(w) for x, w in zip(r, widths)) for r in [headers, *rows]]
-        table = "\n".join(lines)
-    out = [f"target: {run.target.id} ({run.target.name})   cases: {len(cases)}"]
-    out.extend(table.splitlines())
+    return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True).splitlines()
+
+
+def summary_lines(run: "Run", verbose: int = 0, table: bool = False) -> list[str]:
+    """The session's summary, problems first: drift and model-error with their figures, cases
+    flagged by cause with counts, the verdict counts, what the store did, why cases got no
+    reference, the time per suite file and the slowest cases. The one-row-per-case table only
+    with ``table`` or ``verbose`` > 0; with ``verbose`` < -1 (``-qq``) the problems alone."""
+    cases = run.cases
+    tests = len({c.nodeid for c in cases})
+    count = f"{len(cases)} case(s)" + (f" measured in {tests} test(s) (a test may measure several named cases)"
+                                       if tests != len(cases) else "")
+    out = [f"target: {run.target.id} ({run.target.name})   {count}"]
+    if table or verbose > 0:
+        out.extend(_table(cases))
+    out.extend(problem_lines(cases))
+    if verbose < -1:
+        return out
+    out.extend(flag_lines(cases))
     outcomes: dict[str, int] = {}
     for case in cases:
         outcome = case.verdict.outcome if case.verdict is not None else ""
@@ -171,14 +310,12 @@ def summary_lines(run: "Run", verbose: bool = False) -> list[str]:
     if outcomes:
         order = ("pass", "new", "inconclusive", "explained", "drift", "model-error")
         out.append("verdicts: " + ", ".join(f"{outcomes[o]} {o}" for o in order if o in outcomes))
-    noisy = sum(1 for c in cases if "noisy" in c.flags)
-    suspicious = sum(1 for c in cases if set(c.flags) - {"noisy"})
-    if noisy or suspicious:
-        out.append(f"{noisy} case(s) missed the noise target; {suspicious} case(s) flagged for conditions "
-                   "(steal, other-load, throttled, cpu-clock-changed, discarded)")
-    unknown = sum(1 for c in cases if c.measurement.median_s is not None and not c.measurement.ci_known)
-    if unknown:
-        out.append(f"{unknown} case(s) with too few samples for a CI of the median: CI unknown")
+    out.extend(reference_lines(cases))
+    out.extend(power_lines(cases))
     out.extend(reference_gap_lines(cases))
     out.extend(suite_time_lines(cases))
+    out.extend(slowest_lines(cases))
+    if not (table or verbose > 0):
+        out.append("the table of every case: pytest -v or --charz-table")
     return out
+

@@ -6,20 +6,17 @@ inline SVG drawn with matplotlib's Agg canvas (imported only when plots are draw
 from __future__ import annotations
 
 import html
-import math
 from typing import Any, Mapping, Sequence
 
-from .html import CSS as _CSS
-from .html import html_table
 from .markdown import render_table
-from .units import format_time
+from .units import format_percent, format_time
 
 REGIME_COLOURS = {"compute": "#1f77b4", "memory": "#d62728", "latency": "#2ca02c", "launch": "#9467bd",
                   "transfer": "#ff7f0e"}
 
 
 def _pct(value: float | None) -> str:
-    return "-" if value is None or not math.isfinite(value) else f"{100 * value:.1f}%"
+    return format_percent(value)
 
 
 def summary_rows(report: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
@@ -130,35 +127,47 @@ def render_markdown(report: Mapping[str, Any]) -> str:
 
 
 def plot_scatter(report: Mapping[str, Any], model: str) -> Any:
-    """Predicted against measured time (log-log), coloured by regime, held-out and transfer cases."""
-    from .plots import new_figure
+    """Predicted against measured time (log-log), coloured by regime, held-out and transfer cases,
+    each prediction's interval drawn as a horizontal bar."""
+    from .plots import legend_outside, new_figure
+    from .units import humanize_axis
 
-    figure = new_figure()
+    figure = new_figure(6.4, 4.0)
     axes = figure.add_subplot()
     cases = [c for c in report["cases"] if c["model"] == model]
     for regime, colour in REGIME_COLOURS.items():
         for kind, marker in (("held-out", "o"), ("transfer", "^")):
             mine = [c for c in cases if c["regime"] == regime and c["kind"] == kind]
-            if mine:
-                axes.scatter([c["predicted_s"] for c in mine], [c["measured_s"] for c in mine], c=colour,
-                             marker=marker, label=f"{regime} ({kind})", alpha=0.8)
+            if not mine:
+                continue
+            bounded = [c for c in mine if c.get("interval_s") and c["interval_s"][0] > 0]
+            if bounded:
+                axes.hlines([c["measured_s"] for c in bounded], [c["interval_s"][0] for c in bounded],
+                            [c["interval_s"][1] for c in bounded], colors=colour, alpha=0.25, linewidth=0.8)
+            axes.scatter([c["predicted_s"] for c in mine], [c["measured_s"] for c in mine], c=colour, s=14,
+                         marker=marker, label=f"{regime} ({kind})", alpha=0.8)
     values = [v for c in cases for v in (c["predicted_s"], c["measured_s"]) if v > 0]
     if values:
         low, high = min(values) / 1.5, max(values) * 1.5
         axes.plot([low, high], [low, high], color="#888", linewidth=0.8, label="measured = predicted")
+        axes.plot([], [], "-", color="#888", alpha=0.4, label="prediction interval")
     axes.set_xscale("log")
     axes.set_yscale("log")
-    axes.set_xlabel("predicted time (s)")
-    axes.set_ylabel("measured time (s)")
-    axes.legend(fontsize="small")
+    axes.set_xlabel("predicted time")
+    axes.set_ylabel("measured time")
+    humanize_axis(axes, "x", "s")
+    humanize_axis(axes, "y", "s")
+    axes.grid(True, which="major", alpha=0.25)
+    legend_outside(axes)
     return figure
 
 
 def plot_error_cdf(report: Mapping[str, Any]) -> Any:
     """Cumulative distribution of held-out |error|, one line per model."""
-    from .plots import new_figure
+    from .plots import legend_outside, new_figure
+    from .units import humanize_axis
 
-    figure = new_figure()
+    figure = new_figure(6.4, 4.0)
     axes = figure.add_subplot()
     for model in report["models"]:
         errors = sorted(abs(c["error"]) for c in report["cases"] if c["model"] == model and c["kind"] == "held-out")
@@ -166,33 +175,96 @@ def plot_error_cdf(report: Mapping[str, Any]) -> Any:
             axes.step([100 * e for e in errors], [(i + 1) / len(errors) for i in range(len(errors))], where="post",
                       label=model)
     axes.set_xscale("symlog", linthresh=1.0)
-    axes.set_xlabel("held-out |measured / predicted - 1| (%)")
-    axes.set_ylabel("fraction of cases")
-    axes.legend(fontsize="small")
+    axes.set_xlabel("held-out |measured / predicted - 1|")
+    axes.set_ylabel("share of cases")
+    from matplotlib.ticker import FixedLocator
+
+    axes.xaxis.set_major_locator(FixedLocator([0, 1, 10, 100, 1000, 10000]))
+    humanize_axis(axes, "x", "%")
+    humanize_axis(axes, "y", "fraction")
+    axes.grid(True, which="major", alpha=0.25)
+    legend_outside(axes)
     return figure
 
 
 def plot_svgs(report: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(title, inline SVG) of every plot the report has data for."""
+    """(title, inline SVG) of every plot the report has data for: the error CDF of every model
+    first, then one predicted-vs-measured scatter per model."""
     from .plots import svg_text
 
-    plots = [(f"{model}: predicted vs measured", svg_text(plot_scatter(report, model))) for model in report["models"]]
-    if report["models"]:
-        plots.append(("Held-out error CDF per model", svg_text(plot_error_cdf(report))))
+    if not report["models"]:
+        return []
+    plots = [("Held-out error CDF per model", svg_text(plot_error_cdf(report)))]
+    plots += [(f"{model}: predicted vs measured", svg_text(plot_scatter(report, model))) for model in report["models"]]
     return plots
 
 
-def render_html(report: Mapping[str, Any], plots: bool = True) -> str:
-    """One HTML document with the tables and (``plots``) inline SVG plots; no external reference."""
-    drawn = plot_svgs(report) if plots else []
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             f"<title>Model validation</title><style>{_CSS}</style></head><body>", "<h1>Model validation</h1>",
-             "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in _intro(report)) + "</ul>"]
+def _headline(report: Mapping[str, Any]) -> list[tuple[str, bool]]:
+    items = []
+    for model, table in report["tables"].items():
+        s = table.get("all")
+        if s and s.get("n"):
+            items.append((f"{model}: median |err| {_pct(s['median_abs'])}, P90 {_pct(s['p90_abs'])}, "
+                          f"coverage {_pct(s['coverage'])} (n={s['n']})", False))
+    return items
+
+
+def _not_covered_summary(report: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+    rows = []
+    for model in report["models"]:
+        by_reason: dict[str, list[str]] = {}
+        for missing in report["not_covered"].get(model) or ():
+            by_reason.setdefault(str(missing["reason"]), []).append(str(missing["case"]))
+        for reason, cases in sorted(by_reason.items(), key=lambda item: -len(item[1])):
+            rows.append([model, reason, str(len(cases)), cases[0]])
+    return ["model", "reason", "cases", "for example"], rows
+
+
+def _count_text(names: str) -> str:
+    return "-" if names == "-" else f"{len(names.split(', '))} cases"
+
+
+def _html_sections(report: Mapping[str, Any]) -> list[str]:
+    from .html import FOLD_ROWS, folded, folded_table, html_table
+
+    parts = []
     for title, headers, rows, empty in _sections(report):
-        body = html_table(headers, rows) if rows else f"<p>{html.escape(empty)}</p>"
+        if title.endswith(": cases the model does not cover"):
+            continue
+        if not rows:
+            body = f"<p>{html.escape(empty)}</p>"
+        elif title == "What was calibrated and held out":
+            counted = [[row[0], row[1], _count_text(row[2]), _count_text(row[3]), *row[4:]] for row in rows]
+            body = html_table(headers, counted) + folded("Every case calibrated on and held out", html_table(headers, rows))
+        elif len(rows) > FOLD_ROWS:
+            body = f"<p>{len(rows)} rows; the first 10:</p>" + folded_table(headers, rows, shown=10)
+        else:
+            body = html_table(headers, rows)
         parts.append(f"<h2>{html.escape(title)}</h2>{body}")
-    if drawn:
-        parts.append("<h2>Plots</h2>")
-        parts += [f'<h3>{html.escape(title)}</h3><div class="plot">{svg}</div>' for title, svg in drawn]
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+        if title == "Held-out error by model and regime":
+            headers, rows = _not_covered_summary(report)
+            if rows:
+                full = "".join(
+                    folded(f"{model}: {len(report['not_covered'][model])} cases",
+                           html_table(["case", "target", "reason"], [[m["case"], m["target"], m["reason"]]
+                                                                     for m in report["not_covered"][model]]))
+                    for model in report["models"] if report["not_covered"].get(model))
+                parts.append("<h2>Cases the models do not cover, by reason</h2>" + html_table(headers, rows)
+                             + folded("Every case not covered, per model", full))
+    return parts
+
+
+def render_html(report: Mapping[str, Any], plots: bool = True) -> str:
+    """One HTML document: the held-out error of every model in a line, the plots (error CDF
+    first), then the tables, each long one summarized by its first rows with the whole table
+    folded; what was run and how it was split last. No external reference."""
+    from .html import headline_list, page, plot_grid
+
+    drawn = plot_svgs(report) if plots else []
+    runs = report.get("runs") or []
+    subtitle = (f"{len(runs)} run(s), {len(report['models'])} model(s); error = {report['error']}; "
+                f"interval level {report['level']:.0%}")
+    parts = [headline_list(_headline(report)), plot_grid(drawn), *_html_sections(report),
+             "<h2>What was validated</h2><ul class=\"meta\">"
+             + "".join(f"<li>{html.escape(line)}</li>" for line in _intro(report)) + "</ul>"]
+    return page("Model validation", parts, subtitle)

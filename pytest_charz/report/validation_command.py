@@ -8,6 +8,7 @@ from ..validation.models import validate
 from ..errors import CharzError, MissingExtraError
 from ..formats import atomic_write_json, atomic_write_text, check_output_directory
 from .markdown import render_table
+from .progress import Progress
 from .published_report import write_published_report
 from .validation import render_html, render_markdown, summary_rows, workload_rows
 
@@ -23,21 +24,27 @@ def validate_command(args: argparse.Namespace) -> int:
     file is written atomically."""
     if args.out_dir:
         check_output_directory(args.out_dir, "-o/--out-dir")
-    report = validate(list(args.runs), models=model_names(args.models), calibrate_on=args.calibrate_on).to_json()
-    out_dir = args.out_dir or os.path.dirname(os.path.abspath(args.runs[0]))
-    try:
-        os.makedirs(out_dir, exist_ok=True)
-        atomic_write_json(os.path.join(out_dir, "validation.json"), report)
-        atomic_write_text(os.path.join(out_dir, "validation.md"), render_markdown(report))
+    sim = getattr(args, "sim", False)
+    with Progress("charz validate", total=4) as progress:
+        progress.step("calibrating and scoring the models")
+        report = validate(list(args.runs), models=model_names(args.models), calibrate_on=args.calibrate_on).to_json()
+        out_dir = args.out_dir or os.path.dirname(os.path.abspath(args.runs[0]))
         try:
-            page = render_html(report)
-        except MissingExtraError as exc:
-            page = render_html(report, plots=False)
-            print(f"charz: plots left out of validation.html: {exc}")
-        atomic_write_text(os.path.join(out_dir, "validation.html"), page)
-        published = write_published_report(out_dir)   # the published-measurements section
-    except OSError as exc:
-        raise CharzError(f"cannot write the validation report in {out_dir!r}: {exc}") from exc
+            os.makedirs(out_dir, exist_ok=True)
+            progress.step("writing JSON and Markdown")
+            atomic_write_json(os.path.join(out_dir, "validation.json"), report)
+            atomic_write_text(os.path.join(out_dir, "validation.md"), render_markdown(report))
+            progress.step("drawing the HTML page")
+            try:
+                page = render_html(report)
+            except MissingExtraError as exc:
+                page = render_html(report, plots=False)
+                print(f"charz: plots left out of validation.html: {exc}")
+            atomic_write_text(os.path.join(out_dir, "validation.html"), page)
+            progress.step("scoring the published measurements")
+            published = write_published_report(out_dir)   # the published-measurements section
+        except OSError as exc:
+            raise CharzError(f"cannot write the validation report in {out_dir!r}: {exc}") from exc
     headers, rows = summary_rows(report)
     print(f"held-out error by model and regime ({report['split']}):")
     print(render_table(headers, rows, markdown=False))
@@ -49,8 +56,11 @@ def validate_command(args: argparse.Namespace) -> int:
         print(f"skipped {model}: {reason}")
     print(published)
     print(f"validation report: {os.path.join(out_dir, 'validation.html')} (.json, .md; published.md)")
-    if getattr(args, "sim", False):
-        from ..sim.validate import validate_sim_command
+    if sim:
+        from ..sim.validate import print_sim_summary, validate_sim_command
 
-        validate_sim_command(list(args.runs), args.sim_profile, out_dir)
+        with Progress("charz validate --sim", total=1) as progress:
+            progress.step("simulating the workload cases")
+            document = validate_sim_command(list(args.runs), args.sim_profile, out_dir, quiet=True)
+        print_sim_summary(document, out_dir)
     return 0

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from ..errors import UsageError
+from ..units import format_bandwidth, format_bytes, format_time
 
 
 @dataclass(frozen=True)
@@ -69,3 +70,39 @@ def check_parameter_value(name: str, value: object) -> float:
     if parameter.minimum == "count" and (number < 1 or number != int(number)):
         raise UsageError(f"parameter {name} must be a positive whole number of {parameter.unit}, got {value!r}")
     return number
+
+
+def is_count(name: str) -> bool:
+    """Whether parameter ``name`` takes whole numbers only (compute units, links, devices)."""
+    parameter = PARAMETERS.get(name)
+    return parameter is not None and parameter.minimum == "count"
+
+
+def format_parameter(name: str, value: float) -> str:
+    """``value`` of parameter ``name`` in human units: ``4.8 TB/s``, ``50 MiB``, ``2 us``,
+    ``132 units``; the plain number for a parameter not known."""
+    parameter = PARAMETERS.get(name)
+    if parameter is None:
+        return f"{value:g}"
+    if parameter.unit == "B/s":
+        return format_bandwidth(value)
+    if parameter.unit == "B":
+        return format_bytes(value)
+    if parameter.unit == "s":
+        return format_time(value)
+    return f"{value:g} {parameter.unit}"
+
+
+def whole_values(values: Sequence[float], what: str) -> tuple[float, ...]:
+    """The steps of an axis of a whole-number parameter (compute units, links, devices), each
+    rounded to the nearest whole number; UsageError when the ends are not whole numbers or the
+    rounding would list a value twice (more steps than whole numbers between the ends)."""
+    low, high = values[0], values[-1]
+    if low != round(low) or high != round(high):
+        raise UsageError(f"{what}: this parameter takes whole numbers; LO and HI must be whole, "
+                         f"got {low:g} and {high:g}")
+    rounded = tuple(float(math.floor(value + 0.5)) for value in values)
+    if len(set(rounded)) != len(rounded):
+        raise UsageError(f"{what}: {len(values)} whole-number steps from {low:g} to {high:g} would repeat "
+                         f"a value; use at most {int(high - low) + 1}")
+    return rounded

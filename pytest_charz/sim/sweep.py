@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..errors import UsageError
 from ..formats import Format
+from .parameters import is_count, whole_values
 
 SWEEP = Format("charz-sweep", 1, "charz sweep")
 #: Largest grid a sweep runs unless told otherwise (``charz sweep --max-configs``): a guard against
@@ -102,7 +103,10 @@ def parse_axis(text: str, known: Iterable[str]) -> Axis:
         raise UsageError(f"{what}: HI ({high:g}) is below LO ({low:g})")
     if spacing == "log" and low <= 0:
         raise UsageError(f"{what}: a log axis needs LO > 0, got {low:g}")
-    return Axis(name, axis_values(low, high, count, spacing))
+    values = axis_values(low, high, count, spacing)
+    if is_count(name):
+        values = whole_values(values, what)
+    return Axis(name, values)
 
 
 def axis_values(low: float, high: float, count: int, spacing: str = "lin") -> tuple[float, ...]:

@@ -72,7 +72,7 @@ def sensitivity_table(result: SweepResult) -> tuple[list[str], list[list[str]]]:
 def headline(result: SweepResult) -> list[str]:
     """A few sentences: what was swept, the fastest and the most frugal configuration, and the
     parameter that matters most."""
-    lines = [f"{len(result.points)} configurations of {_workload_text(result)} on {result.target} "
+    lines = [f"{len(result.points)} configurations of {_short_workload(result)} on {result.target} "
              f"(machine {result.machine}); {len(result.front)} on the Pareto front of latency against energy."]
     if result.baseline is not None:
         lines.append(f"Unchanged machine: {si(result.baseline.latency_s, 's')}, {si(result.baseline.energy_j, 'J')} "
@@ -92,10 +92,32 @@ def headline(result: SweepResult) -> list[str]:
     return lines
 
 
-def _workload_text(result: SweepResult) -> str:
+#: Workload parameters a sweep page's subtitle names (the rest are in its folded details).
+_KEY_PARAMS = ("batch", "context", "seq", "dtype", "num_layers", "tp")
+
+
+def title(result: SweepResult) -> str:
+    """A short title: the workload, its phase and the target (its parameters are said apart)."""
     workload = result.workload
-    params = ", ".join(f"{k}={v}" for k, v in sorted((workload.get("params") or {}).items()))
-    return f"{workload.get('name', '?')} {workload.get('phase', '')}".strip() + (f" ({params})" if params else "")
+    return f"Sweep: {workload.get('name', '?')} {workload.get('phase', '')}".rstrip() + f" on {result.target}"
+
+
+def subtitle(result: SweepResult) -> str:
+    """One line under the title: the workload's main parameters and what was varied."""
+    shown = _key_params(result)
+    varied = ", ".join(f"{axis.name} ({len(axis.values)} values)" for axis in result.axes)
+    return "; ".join(part for part in (shown, f"{len(result.points)} configurations varying {varied}") if part)
+
+
+def _key_params(result: SweepResult) -> str:
+    params = result.workload.get("params") or {}
+    return ", ".join(f"{k.replace('_', ' ')} {params[k]}" for k in _KEY_PARAMS if k in params)
+
+
+def _short_workload(result: SweepResult) -> str:
+    workload = result.workload
+    name = f"{workload.get('name', '?')} {workload.get('phase', '')}".strip()
+    return name + (f" ({_key_params(result)})" if _key_params(result) else "")
 
 
 def _markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -109,7 +131,7 @@ def _markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> st
 
 def render_markdown(result: SweepResult) -> str:
     """The sweep as Markdown: headline, sensitivity ranking, Pareto front, table."""
-    parts = [f"# Sweep: {_workload_text(result)} on {result.target}", "", *headline(result), ""]
+    parts = [f"# {title(result)}", "", subtitle(result), "", *headline(result), ""]
     parts += ["## Sensitivity: which parameter moves the end-to-end time most", "",
               _markdown_table(*sensitivity_table(result)), ""]
     parts += ["## Pareto front: latency against energy", "", _markdown_table(*front_table(result)), ""]
@@ -120,13 +142,21 @@ def render_markdown(result: SweepResult) -> str:
     return "\n".join(parts)
 
 
+#: The page style (the report layer's pages look the same; this module may not import them).
 _CSS = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
-h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 1.6em; }
-table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0 1em; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: left; }
-th { background: #f0f0f0; } .plot svg { max-width: 100%; height: auto; }
+body { font-family: system-ui, sans-serif; margin: 1.2em auto; max-width: 1320px; padding: 0 1em; color: #222; }
+h1 { font-size: 1.45em; margin: 0.2em 0 0.3em; } h2 { font-size: 1.2em; margin-top: 1.4em; }
+p, li, summary, figcaption, h1 { overflow-wrap: anywhere; } .sub { color: #555; margin: 0 0 0.6em; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0 1em; max-width: 100%; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: left; overflow-wrap: anywhere; }
+th { background: #f0f0f0; }
+.plots { display: grid; grid-template-columns: repeat(auto-fit, minmax(560px, 1fr)); gap: 0.6em 1.2em; }
+figure.plot { margin: 0; min-width: 0; } figure.plot figcaption { font-weight: 600; margin-bottom: 0.2em; }
+.plot svg { max-width: 100%; height: auto; display: block; }
+details > summary { cursor: pointer; font-weight: 600; margin: 0.3em 0; }
 """
+#: Rows of the configurations table shown before the rest is folded (the page holds them all).
+FOLD_ROWS = 25
 
 
 def _html_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -135,21 +165,40 @@ def _html_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _folded(summary: str, inner: str) -> str:
+    return f"<details><summary>{html.escape(summary)}</summary>{inner}</details>"
+
+
 def render_html(result: SweepResult, plots: Sequence[tuple[str, str]] = ()) -> str:
-    """The sweep as one HTML page; ``plots`` are ``(title, inline SVG)`` pairs. The page refers
-    to nothing outside itself."""
-    title = f"Sweep: {_workload_text(result)} on {result.target}"
+    """The sweep as one HTML page, top-down: a short title and the workload's main parameters,
+    the headline, the plots (``(title, inline SVG)`` pairs), the sensitivity and the Pareto
+    front, then every configuration (the first rows shown, the whole table folded) and every
+    parameter of the workload. The page refers to nothing outside itself."""
+    heading = title(result)
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
-             f"<h1>{html.escape(title)}</h1>", *(f"<p>{html.escape(line)}</p>" for line in headline(result))]
-    for plot_title, svg in plots:
-        parts += [f"<h2>{html.escape(plot_title)}</h2>", f'<div class="plot">{svg}</div>']
+             f"<title>{html.escape(heading)}</title><style>{_CSS}</style></head><body>",
+             f"<h1>{html.escape(heading)}</h1>", f'<p class="sub">{html.escape(subtitle(result))}</p>',
+             *(f"<p>{html.escape(line)}</p>" for line in headline(result))]
+    if plots:
+        parts.append('<section class="plots">' + "".join(
+            f'<figure class="plot"><figcaption>{html.escape(plot_title)}</figcaption>{svg}</figure>'
+            for plot_title, svg in plots) + "</section>")
     parts += ["<h2>Sensitivity</h2>", _html_table(*sensitivity_table(result)),
               "<h2>Pareto front: latency against energy</h2>", _html_table(*front_table(result))]
     headers, rows = table(result)
-    parts += [f"<h2>All configurations ({len(rows)} of {len(result.points)} shown; all in the JSON)</h2>",
-              _html_table(headers, rows), "</body></html>"]
+    parts.append(f"<h2>All configurations ({len(rows)} of {len(result.points)} shown; all in the JSON)</h2>")
+    if len(rows) > FOLD_ROWS:
+        parts += [_html_table(headers, rows[:FOLD_ROWS]),
+                  _folded(f"All {len(rows)} configurations ({len(rows) - FOLD_ROWS} more)", _html_table(headers, rows))]
+    else:
+        parts.append(_html_table(headers, rows))
+    params = result.workload.get("params") or {}
+    if params:
+        parts.append(_folded("Every workload parameter",
+                             _html_table(["parameter", "value"], [[k, v] for k, v in sorted(params.items())])))
+    parts.append("</body></html>")
     return "\n".join(parts)
 
 
-__all__ = ["front_table", "headline", "render_html", "render_markdown", "sensitivity_table", "si", "table"]
+__all__ = ["front_table", "headline", "render_html", "render_markdown", "sensitivity_table", "si", "subtitle", "table",
+           "title"]

@@ -253,13 +253,13 @@ def resolve(name: str, specs: Mapping[str, TargetSpec] | None = None) -> TargetS
         return specs[by_name[wanted]]
     known = ["cpu", *sorted(specs)]
     candidates = {**by_name, **{host: "cpu" for host in HOST_NAMES}}
-    nearest = difflib.get_close_matches(wanted, list(candidates), n=1, cutoff=0.5)
-    if nearest:
-        hint = f"; did you mean {candidates[nearest[0]]!r}?"
-    else:
-        # Nothing close: still name the nearest, by similarity of the whole name.
-        closest = max(candidates, key=lambda c: (difflib.SequenceMatcher(None, wanted, c).ratio(), c))
-        hint = f"; nearest match: {candidates[closest]!r}"
+    # Only names that are really close (and, of those, the ones about as close as the closest):
+    # a name like nothing known gets no suggestion.
+    scores = sorted(((difflib.SequenceMatcher(None, wanted, name).ratio(), name) for name in candidates),
+                    reverse=True)
+    nearest = list(dict.fromkeys(candidates[name] for score, name in scores
+                                 if score >= 0.6 and score >= scores[0][0] - 0.1))
+    hint = f"; did you mean {' or '.join(map(repr, nearest))}?" if nearest else ""
     raise UsageError(f"unknown target {name!r}; known targets: {', '.join(known)}{hint}")
 
 
