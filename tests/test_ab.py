@@ -34,10 +34,12 @@ class FakeRunner:
     process's own factor as its core clock (time = cycles / clock), as the clock probe would."""
 
     def __init__(self, b_factor: float = 1.0, round_factor: float = 0.4, process: float = 0.0,
-                 clock_explains: bool = False, seed: int = 0, missing: tuple[int, str, str] | None = None) -> None:
+                 clock_explains: bool = False, seed: int = 0, missing: tuple[int, str, str] | None = None,
+                 kernel_explains: bool = False) -> None:
         self.calls: list[tuple[str, int]] = []
         self.b_factor, self.round_factor, self.process = b_factor, round_factor, process
         self.clock_explains, self.missing = clock_explains, missing
+        self.kernel_explains = kernel_explains
         self.rng = np.random.default_rng(seed)
         self.rounds: dict[int, float] = {}
 
@@ -52,7 +54,9 @@ class FakeRunner:
                 continue
             # Within a process: tight samples (+-0.5%), as one process measures.
             samples = base_s * scale * own * (1.0 + 0.005 * self.rng.standard_normal(40))
-            out[case] = CaseSamples(tuple(samples), 2500.0 / own if self.clock_explains else None)
+            # the reference kernel (1 us at factor 1) slows with the process, not with side B's change
+            pace = 1e-6 * own * (1.0 + 0.005 * self.rng.standard_normal()) if self.kernel_explains else None
+            out[case] = CaseSamples(tuple(samples), 2500.0 / own if self.clock_explains else None, pace_s=pace)
         return out
 
 
@@ -277,3 +281,29 @@ def test_the_default_rounds_hold_and_find_a_10_percent_slowdown(scatter: float, 
     caught = sum(s.comparisons[0].outcome == "slower" for s in slowed) / len(slowed)
     assert caught >= least_caught
     assert all(8 <= len(s.rounds) <= 30 for s in slowed)
+
+
+def test_the_reference_kernel_normalises_a_process_that_ran_slow() -> None:
+    # Each process runs +-20% slower or faster as a whole (no clock recorded): the reference kernel
+    # timed between the case's batches in that process shares it, so the kernel-normalised ratios
+    # find the 10% slowdown where the raw ones cannot, and none is found where nothing changed.
+    runner = FakeRunner(b_factor=1.10, round_factor=0.0, process=0.2, kernel_explains=True, seed=3)
+    result = run_ab(SIDES, runner, rounds=8, max_rounds=8)
+    for comparison in result.comparisons:
+        assert comparison.outcome == "slower" and comparison.basis == "kernel-normalised"
+        assert comparison.raw is not None and outcome_at(comparison.raw.ci, 0.05) == "inconclusive"
+        assert "kernel-normalised B/A" in comparison.message and "(decides: narrower than raw)" in comparison.message
+    same = run_ab(SIDES, FakeRunner(b_factor=1.0, round_factor=0.0, process=0.2, kernel_explains=True, seed=4),
+                  rounds=8, max_rounds=8)
+    assert {c.outcome for c in same.comparisons} == {"same"} and not same.fails
+
+
+def test_the_reference_kernel_is_read_from_the_run_file() -> None:
+    from pytest_charz.ab.runner import case_samples
+
+    document = {"cases": [{"id": "t.py::a", "flags": [], "conditions": {},
+                           "measurement": {"samples_s": [2e-3, 2e-3], "pace": {"kind": "core-clock",
+                                                                                 "samples_s": [1e-6, 3e-6, 2e-6]}}},
+                          {"id": "t.py::b", "flags": [], "conditions": {}, "measurement": {"samples_s": [1e-3]}}]}
+    cases = case_samples(document)
+    assert cases["t.py::a"].pace_s == pytest.approx(2e-6) and cases["t.py::b"].pace_s is None

@@ -108,6 +108,7 @@ def test_history_of_a_runs_directory_finds_the_synthetic_step(three_runs: list[s
                                                               capsys: pytest.CaptureFixture[str],
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     runs = str(Path(three_runs[0]).parent)
+    monkeypatch.setenv("COLUMNS", "200")          # the text fits the terminal's width: a wide one here
     assert cli.main(["history", runs, "--format", "json"]) == 0
     document = HISTORY.check(json.loads(capsys.readouterr().out), "stdout")
     assert [r["label"] for r in document["runs"]] == ["run-1", "run-2", "run-3"]     # latest.json once

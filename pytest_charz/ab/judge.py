@@ -12,9 +12,12 @@ of the r_i, with the distribution-free ``1 - alpha`` CI of that median over roun
 the rounds, not the samples, are the independent observations, so the process-to-process
 spread is inside the interval rather than a source of false alarms.
 
-Where every round recorded the core clock on both sides (``core_clock_mhz``, the CPU backend's
-clock probe), the ratios are also normalised by it (time x clock: cycles); the judgement uses the
-normalised ratios where their CI is narrower, says so, and keeps the raw ones beside them.
+Where every round timed the case's reference kernel on both sides (``measurement.pace``, the
+short fixed workload the sampler runs between a CPU case's batches), the ratios are also
+normalised by it (each side in units of its own process's kernel), and where every round
+recorded the core clock (``core_clock_mhz``) by that (time x clock: cycles); the judgement uses
+the narrower normalised estimate where it is narrower than the raw one, says so, and keeps the
+raw one beside it.
 
 The threshold rule is the verdict's: ``slower`` when the CI lies entirely above 1 + threshold,
 ``faster`` entirely below 1 - threshold, ``same`` entirely inside 1 +- threshold, and
@@ -44,6 +47,7 @@ class CaseSamples:
     samples_s: tuple[float, ...]
     clock_mhz: float | None = None
     flags: tuple[str, ...] = ()          # the case's condition flags in that process (other-load, steal, ...)
+    pace_s: float | None = None          # the median of the reference kernel timed between its batches
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,8 @@ class RatioEstimate:
 
 @dataclass(frozen=True)
 class CaseComparison:
-    """One case's A/B judgement. ``basis`` is "raw" or "clock-normalised": which estimate decided."""
+    """One case's A/B judgement. ``basis`` is "raw", "kernel-normalised" or "clock-normalised":
+    which estimate decided (``normalised`` is the narrower of the two normalised ones)."""
 
     case_id: str
     outcome: str
@@ -164,13 +169,20 @@ def judge_case(case_id: str, rounds: Sequence[tuple[CaseSamples | None, CaseSamp
                               0, None, None, "raw", None, None, threshold, alpha)
     medians = [(stats.median(a.samples_s), stats.median(b.samples_s)) for a, b in pairs]
     raw = estimate([mb / ma for ma, mb in medians], level)
-    normalised = None
+    candidates: list[tuple[str, RatioEstimate]] = []
+    if all(a.pace_s and b.pace_s for a, b in pairs):
+        # each side in units of the reference kernel timed between its own batches, in its process
+        candidates.append(("kernel-normalised", estimate(
+            [(mb / float(b.pace_s or 1.0)) / (ma / float(a.pace_s or 1.0))
+             for (ma, mb), (a, b) in zip(medians, pairs)], level)))
     if all(a.clock_mhz and b.clock_mhz for a, b in pairs):
         # time x clock is cycles: a round whose B process ran on a faster clock is brought back.
-        normalised = estimate([(mb * float(b.clock_mhz or 0.0)) / (ma * float(a.clock_mhz or 0.0))
-                               for (ma, mb), (a, b) in zip(medians, pairs)], level)
-    basis = "clock-normalised" if normalised is not None and normalised.width() < raw.width() else "raw"
-    decision = normalised if basis == "clock-normalised" and normalised is not None else raw
+        candidates.append(("clock-normalised", estimate(
+            [(mb * float(b.clock_mhz or 0.0)) / (ma * float(a.clock_mhz or 0.0))
+             for (ma, mb), (a, b) in zip(medians, pairs)], level)))
+    name, normalised = min(candidates, key=lambda item: item[1].width()) if candidates else ("", None)
+    basis = name if normalised is not None and normalised.width() < raw.width() else "raw"
+    decision = normalised if basis != "raw" and normalised is not None else raw
     outcome = outcome_at(decision.ci, threshold)
     pooled_a = stats.median([v for a, _ in pairs for v in a.samples_s])
     pooled_b = stats.median([v for _, b in pairs for v in b.samples_s])
@@ -181,8 +193,8 @@ def judge_case(case_id: str, rounds: Sequence[tuple[CaseSamples | None, CaseSamp
     if disturbed:
         lines.append(f"conditions: {disturbed} (of {2 * len(pairs)} processes)")
     if normalised is not None:
-        lines.insert(2, _describe("clock-normalised", normalised, level)
-                     + (" (decides: narrower than raw)" if basis == "clock-normalised" else ""))
+        lines.insert(2, _describe(name, normalised, level)
+                     + (" (decides: narrower than raw)" if basis == name else ""))
     return CaseComparison(case_id, outcome, "\n".join(lines), len(pairs), raw, normalised, basis,
                           pooled_a, pooled_b, threshold, alpha)
 

@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import UsageError
 from ..formats import RUN
+from ..measure import stats
 from .judge import CaseSamples
 from .session import Side
 
@@ -59,7 +60,8 @@ def export_revision(repository: str, revision: str, directory: str) -> str:
 
 def case_samples(run_document: Mapping[str, Any]) -> dict[str, CaseSamples]:
     """Each measured case of a run file (already checked) as its kept samples, its core clock (the
-    mean of the clock probe's readings before and after the case, when it ran) and its flags."""
+    mean of the clock probe's readings before and after the case, when it ran), its flags and its
+    reference kernel's median time (``measurement.pace``, when it ran)."""
     cases: dict[str, CaseSamples] = {}
     for case in run_document.get("cases") or ():
         measurement = case.get("measurement") or {}
@@ -68,7 +70,9 @@ def case_samples(run_document: Mapping[str, Any]) -> dict[str, CaseSamples]:
         clocks = [float(c) for c in ((conditions.get("before") or {}).get("core_clock_mhz"),
                                      (conditions.get("after") or {}).get("core_clock_mhz")) if c]
         flags = tuple(str(f) for f in case.get("flags") or ())
-        cases[str(case["id"])] = CaseSamples(samples, sum(clocks) / len(clocks) if clocks else None, flags)
+        pace = [float(v) for v in (measurement.get("pace") or {}).get("samples_s") or () if v and v > 0]
+        cases[str(case["id"])] = CaseSamples(samples, sum(clocks) / len(clocks) if clocks else None, flags,
+                                             stats.median(pace) if pace else None)
     return cases
 
 

@@ -100,7 +100,7 @@ def format_comparison(comparison: CaseComparison) -> str:
     if decision is None:
         return f"  {comparison.outcome:<12} {comparison.case_id}: not measured on both sides"
     ci = f"[{decision.ci[0]:.3f}-{decision.ci[1]:.3f}]" if decision.ci else "[CI unknown]"
-    basis = ", clock-normalised" if comparison.basis == "clock-normalised" else ""
+    basis = f", {comparison.basis}" if comparison.basis != "raw" else ""
     return (f"  {comparison.outcome:<12} B/A {decision.ratio:6.3f} {ci} {comparison.rounds:3d} rounds{basis}  "
             f"{comparison.case_id}")
 

@@ -189,8 +189,6 @@ def _selected(cases: Mapping[str, Any], patterns: Sequence[str]) -> dict[str, An
 
 def history_command(args: Any) -> int:
     """``charz history``: read, find the steps, print, write. Returns 0."""
-    import shutil
-
     from ..errors import MissingExtraError
     from ..formats import atomic_write_json, atomic_write_text, dumps_json
     from ..verdict import check_threshold
@@ -208,7 +206,9 @@ def history_command(args: Any) -> int:
     if args.format == "json":
         print(dumps_json(history))
     else:
-        width = shutil.get_terminal_size(fallback=(0, 0)).columns
+        from .text import terminal_width
+
+        width = terminal_width()
         print(render_text(history, every=args.all, width=width), end="")
     if args.out_dir is not None or args.name is not None:
         out = compare_paths(args.out_dir, args.name or "history", files[0])

@@ -55,12 +55,6 @@ def read_compared(path: str) -> tuple[str, Any]:
                      "run files (.json, .json.gz, .partial.jsonl) or profiles (.profile.json)")
 
 
-def terminal_width() -> int:
-    import shutil
-
-    return shutil.get_terminal_size(fallback=(0, 0)).columns
-
-
 def compare_runs_command(args: Any, runs: Sequence[Any]) -> int:
     """``charz compare RUN...``: the case-by-case comparison printed (``--format``) and, with
     ``-o`` or ``--name``, written as JSON, Markdown and HTML. Returns 1 when ``--fail-over``
@@ -108,6 +102,8 @@ def compare_runs_command(args: Any, runs: Sequence[Any]) -> int:
     elif fmt == "markdown":
         print(report.render_markdown(comparison, columns=columns, sort=sort, group_by=group_by), end="")
     else:
+        from .text import terminal_width
+
         width = terminal_width()
         print(report.render_text(comparison, columns=columns, sort=sort, group_by=group_by, width=width), end="")
         for case_id in case_ids:
