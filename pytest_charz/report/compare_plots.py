@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from ..errors import require_extra
-from .plots import geometric, legend_outside, level_roofs, new_figure, spread, svg_text
+from .plots import finish_curve_axes, geometric, legend_outside, level_roofs, new_figure, spread, svg_text
 from .units import format_bandwidth, format_flops, humanize_axis
 
 def _best(profile: Mapping[str, Any], prefixes: Sequence[str]) -> float | None:
@@ -60,11 +60,7 @@ def plot_curve_overlay(profiles: Sequence[Mapping[str, Any]], names: Sequence[st
         line, = axes.plot(sizes, middle, "o-", markersize=3, label=name)
         if len({p.get("run", 0) for p in points}) > 1:
             axes.fill_between(sizes, lows, highs, color=line.get_color(), alpha=0.2, linewidth=0)
-    axes.set(xscale="log", yscale="log", xlabel="working set", ylabel=ylabel)
-    humanize_axis(axes, "x", "B")
-    humanize_axis(axes, "y", unit)
-    axes.grid(True, which="major", alpha=0.25)
-    legend_outside(axes)
+    finish_curve_axes(axes, "working set", ylabel, unit)
     return figure
 
 

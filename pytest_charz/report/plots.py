@@ -58,6 +58,16 @@ def svg_text(figure: Any) -> str:
     return text.strip()
 
 
+def finish_curve_axes(axes: Any, xlabel: str, ylabel: str, unit: str) -> None:
+    """A curve over working-set size: log axes in bytes and ``unit``, a light grid, the legend
+    outside the plot."""
+    axes.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=ylabel)
+    humanize_axis(axes, "x", "B")
+    humanize_axis(axes, "y", unit)
+    axes.grid(True, which="major", alpha=0.25)
+    legend_outside(axes)
+
+
 def legend_outside(axes: Any) -> None:
     """The legend of ``axes`` to the right of the plot, where it covers no data."""
     handles, _ = axes.get_legend_handles_labels()
@@ -183,11 +193,7 @@ def plot_levels(profile: Mapping[str, Any], key: str, ylabel: str, unit: str) ->
                       fontsize="small", ha="right", va="top")
     threads = int(curve.get("threads") or 1)
     xlabel = "working set" + (f", total over {threads} threads" if threads > 1 else "")
-    axes.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=ylabel)
-    humanize_axis(axes, "x", "B")
-    humanize_axis(axes, "y", unit)
-    axes.grid(True, which="major", alpha=0.25)
-    legend_outside(axes)
+    finish_curve_axes(axes, xlabel, ylabel, unit)
     return figure
 
 
@@ -258,5 +264,5 @@ def plot_svgs(profile: Mapping[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-__all__ = ["LEVELS", "TITLES", "geometric", "grouped", "legend_outside", "level_roofs", "new_figure", "plot_contention",
+__all__ = ["LEVELS", "TITLES", "finish_curve_axes", "geometric", "grouped", "legend_outside", "level_roofs", "new_figure", "plot_contention",
            "plot_levels", "plot_roofline", "plot_svgs", "plot_transfers", "spread", "svg_text"]

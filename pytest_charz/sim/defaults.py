@@ -16,11 +16,9 @@ HOST_DISPATCH_S = runtime.DEFAULT_HOST_DISPATCH_S
 HOST_DISPATCH_SOURCE = runtime.DEFAULT_DISPATCH_SOURCE
 LAUNCH_OVERHEAD_S = runtime.DEFAULT_LAUNCH_OVERHEAD_S
 LAUNCH_OVERHEAD_SOURCE = runtime.DEFAULT_LAUNCH_SOURCE
-#: Device-side gap of one kernel node of a replayed graph: 0.5 us. "Getting Started with CUDA
-#: Graphs" (A. Gray, NVIDIA Technical Blog, 2019, https://developer.nvidia.com/blog/cuda-graphs/)
-#: times a 2.9 us kernel at 3.8 us per kernel launched on a stream without synchronization and
-#: 3.4 us per kernel inside a graph: 0.9 us and 0.5 us of launch each.
-GRAPH_NODE_LAUNCH_S = 0.5e-6
+#: Device-side gap of one kernel node of a replayed graph: the runtime's figure and its source
+#: (:data:`pytest_charz.workloads.runtime.GRAPH_NODE_LAUNCH_S`), the same for predict_graph.
+GRAPH_NODE_LAUNCH_S = runtime.GRAPH_NODE_LAUNCH_S
 GRAPH_NODE_LAUNCH_SOURCE = ("0.5 us: 3.4 us per graph kernel - 2.9 us of kernel in 'Getting Started with CUDA Graphs', "
                             "A. Gray, NVIDIA Technical Blog, 2019, https://developer.nvidia.com/blog/cuda-graphs/")
 #: Launches a stream holds before the host blocks, and the copy engines: the runtime's figures

@@ -66,10 +66,10 @@ COPY_ENGINES = 2
 #: Target kinds whose runtime issues work asynchronously (the host runs ahead of the device).
 ASYNCHRONOUS_KINDS = frozenset({"gpu", "asic"})
 NO_LAUNCH_SOURCE = "none: a CPU op runs on the thread that dispatches it"
-#: Device-side gap of one kernel node of a replayed CUDA graph: 0.5 us, the simulator's figure
-#: (:data:`pytest_charz.sim.defaults.GRAPH_NODE_LAUNCH_S`, same source): "Getting Started with
-#: CUDA Graphs" (A. Gray, NVIDIA Technical Blog, 2019, https://developer.nvidia.com/blog/cuda-graphs/)
-#: times a 2.9 us kernel at 3.8 us launched on a stream and 3.4 us inside a graph.
+#: Device-side gap of one kernel node of a replayed CUDA graph, the one figure predict_graph and
+#: the simulator use: 0.5 us. "Getting Started with CUDA Graphs" (A. Gray, NVIDIA Technical Blog,
+#: 2019, https://developer.nvidia.com/blog/cuda-graphs/) times a 2.9 us kernel at 3.8 us launched
+#: on a stream and 3.4 us inside a graph.
 GRAPH_NODE_LAUNCH_S = 0.5e-6
 GRAPH_NODE_SOURCE = "0.5 us per graph node (A. Gray, 'Getting Started with CUDA Graphs', NVIDIA, 2019)"
 #: Host time per kernel of a serving engine's compiled runtime: the ``cudaLaunchKernel`` call
