@@ -9,8 +9,9 @@
    ``explained`` (interference seen in the conditions), never ``drift``.
 5. The A/B mode (``charz ab``; ``--no-ab`` skips it): ``--runs`` sessions with A and B identical
    (a ``slower`` is a false alarm), ``--runs`` with 10% more work on B (the fraction ``slower`` is
-   its power) and ``--hog-runs`` identical sessions under the hog; each session interleaves one
-   process per side per round until every case is decided (at most ``--ab-max-rounds``).
+   its power) and ``--hog-runs`` identical sessions under the hog; each round runs one process
+   per side at once, the two taking turns slice by slice of each case's samples, until every
+   case is decided (at most ``--ab-max-rounds``).
 
     python benchmarks/drift_power.py [--runs 20] [--hog-runs 5] [--no-ab]
 """
@@ -102,7 +103,8 @@ def ab_line(label: str, sessions: list[dict], counted: str) -> str:
     total = sum(outcomes.values())
     rounds = sorted(s["rounds"] for s in sessions)
     minutes = sum(s["elapsed_s"] for s in sessions) / 60.0
-    return (f"A/B, {label}, {len(sessions)} sessions: {dict(outcomes)}; {counted} in {outcomes['slower']} of {total}"
+    modes = sorted({s.get("mode", "one after the other") for s in sessions})
+    return (f"A/B ({', '.join(modes)}), {label}, {len(sessions)} sessions: {dict(outcomes)}; {counted} in {outcomes['slower']} of {total}"
             f" case runs; rounds per session {rounds[0] if rounds else 0}-{rounds[-1] if rounds else 0}"
             f" (median {rounds[len(rounds) // 2] if rounds else 0}), {minutes:.1f} min in all")
 

@@ -54,6 +54,7 @@ class CaseContext:
 
         from .measure import conditions
         from .measure.sampler import OverBudget, sample
+        from .measure.turns import process_turns
         from .work import Work
 
         if any(case.label == name for case in self.results):
@@ -84,14 +85,19 @@ class CaseContext:
         evidence = case_evidence(self._session.config, self.device)
         counted = evidence.wrap(device, cold=sampler_settings.mode == "cold")
         pace = reference_kernel(self.device.backend, work)
+        # Under charz ab's interleaved rounds a sibling process measures the same case while this
+        # one waits its turn: the sampler hands the turn over slice by slice, and the sibling's
+        # CPU time is not load beside this case (it never ran while this one measured).
+        turns = process_turns()
+        take_turn = turns.taker(self._node.nodeid + (f"[{name}]" if name else "")) if turns else None
         with self._session.device_lock():
-            before = conditions.host_snapshot(device.telemetry())
+            before = conditions.host_snapshot(device.telemetry(), turns.sibling_pids if turns else frozenset())
             try:
-                measurement = sample(counted, fn, sampler_settings, work=work, pace=pace)
+                measurement = sample(counted, fn, sampler_settings, work=work, pace=pace, take_turn=take_turn)
             except OverBudget as over:
                 # one call longer than the whole budget: a fact about this machine, not a failure
                 pytest.skip(str(over))
-            after = conditions.host_snapshot(device.telemetry())
+            after = conditions.host_snapshot(device.telemetry(), turns.sibling_pids if turns else frozenset())
         counters, energy = evidence.finish(counted)
         case = replace(case_record(self._node, name, work, sampler_settings, measurement, before, after, self.target),
                        ops=ops, counters=counters, energy=energy)

@@ -14,7 +14,7 @@ Outcomes, in the order they are decided:
     * the reference is the median of the sessions that measured it (at least
       ``sessions_to_settle`` clean ones, ``store.REFERENCE_SESSIONS``, before drift is judged: until
       then a change is inconclusive), and its uncertainty s is how far an unchanged session may
-      fall from that median (the largest distance seen, or the 95% prediction interval of a new
+      fall from that median (the largest distance seen, or the 99% prediction interval of a new
       session, whichever is larger): r's CI is widened to [lo / (1 + s), hi / (1 - s)];
     * drift when |r - 1| exceeds the threshold and every session's distance, the widened CI lies
       entirely beyond 1 +- threshold (lo > 1 + threshold or hi < 1 - threshold), and U's p < alpha;

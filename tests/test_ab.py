@@ -140,8 +140,9 @@ def test_the_command_prints_each_case_writes_json_and_exits_1_on_a_slowdown(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     made: list[tuple] = []
 
-    def factory(*args: object) -> FakeRunner:
+    def factory(*args: object, **options: object) -> FakeRunner:
         made.append(args)
+        assert options == {"interleaved": True, "pin_cpus": None}
         return FakeRunner(b_factor=1.10)
 
     out = tmp_path / "ab.json"
@@ -157,7 +158,7 @@ def test_the_command_prints_each_case_writes_json_and_exits_1_on_a_slowdown(
     assert document["sides"][1]["env"] == {"CHARZ_EXTRA_WORK": "1.10"}
     assert [c["outcome"] for c in document["cases"]] == ["slower", "slower"]
     assert len(document["cases"][0]["raw"]["per_round"]) == 8
-    assert ab_command(ab_args("suite.py"), runner_factory=lambda *a: FakeRunner(b_factor=1.0)) == 0
+    assert ab_command(ab_args("suite.py"), runner_factory=lambda *a, **k: FakeRunner(b_factor=1.0)) == 0
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -170,7 +171,7 @@ def test_bad_options_are_one_line_and_status_2_before_any_process(argv: list[str
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     started: list[object] = []
     args = ab_args("suite.py", *argv)
-    assert run_command("charz", lambda: ab_command(args, runner_factory=lambda *a: started.append(a))) == 2
+    assert run_command("charz", lambda: ab_command(args, runner_factory=lambda *a, **k: started.append(a))) == 2
     assert message in capsys.readouterr().err and started == []
 
 

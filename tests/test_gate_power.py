@@ -13,6 +13,7 @@ from pytest_charz.gate_power import case_powers, power_lines
 from pytest_charz.measure.sampler import Measurement, SamplerSettings, summarize
 from pytest_charz.measure.stats import session_spread
 from pytest_charz.records import CaseRecord
+from pytest_charz.reference_change import SESSION_LEVEL
 from pytest_charz.store import Reference, thin_samples
 from pytest_charz.verdict import Verdict, judge
 
@@ -59,7 +60,7 @@ def test_the_detectable_change_is_what_the_rule_calls_drift() -> None:
     verdict = verdict_of(draw(2), ref)
     assert verdict.outcome == "pass"
     assert verdict.resolution is not None and verdict.detectable_change is not None
-    spread = session_spread([0.98, 1.0, 1.02])
+    spread = session_spread([0.98, 1.0, 1.02], SESSION_LEVEL)
     assert verdict.resolution == pytest.approx(spread, abs=0.01)          # plus the comparison's CI, ~0.5%
     assert verdict.detectable_change == pytest.approx(1.05 * (1 + verdict.resolution) - 1)
     assert f"smallest change detectable here now {verdict.detectable_change:.1%}" in verdict.message

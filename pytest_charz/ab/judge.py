@@ -84,7 +84,7 @@ class CaseComparison:
 
     @property
     def decision(self) -> RatioEstimate | None:
-        return self.normalised if self.basis == "clock-normalised" else self.raw
+        return self.normalised if self.basis != "raw" else self.raw
 
     @property
     def fails(self) -> bool:

@@ -50,6 +50,14 @@ class RoundRunner(Protocol):
     def __call__(self, side: Side, round_index: int) -> Mapping[str, CaseSamples]: ...
 
 
+class PairRunner(Protocol):
+    """Measures one round of both sides at once (two processes taking turns) and returns each
+    side's samples, A's first."""
+
+    def measure_round(self, sides: tuple[Side, Side], round_index: int
+                      ) -> tuple[Mapping[str, CaseSamples], Mapping[str, CaseSamples]]: ...
+
+
 def round_order(round_index: int) -> tuple[int, int]:
     """Indices into (A, B) in the order round ``round_index`` runs them: ABBA over pairs of rounds,
     so neither side always runs first (a trend over the session cancels over two rounds)."""
@@ -75,6 +83,7 @@ class AbResult:
     threshold: float
     alpha: float
     elapsed_s: float = 0.0
+    mode: str = "one after the other"     # or "interleaved": how each round's two processes ran
 
     @property
     def fails(self) -> bool:
@@ -89,17 +98,18 @@ class AbResult:
     def to_json(self) -> dict[str, Any]:
         return {**AB_RESULT.stamp(), "sides": [s.to_json() for s in self.sides], "rounds": len(self.rounds),
                 "order": ["".join(SIDES[i] for i in round_order(r)) for r in range(len(self.rounds))],
-                "stopped": self.stopped, "threshold": self.threshold, "alpha": self.alpha,
+                "stopped": self.stopped, "mode": self.mode, "threshold": self.threshold, "alpha": self.alpha,
                 "elapsed_s": self.elapsed_s, "fails": self.fails, "counts": self.counts(),
                 "cases": [c.to_json() for c in self.comparisons]}
 
 
-def run_ab(sides: tuple[Side, Side], runner: RoundRunner, rounds: int = DEFAULT_ROUNDS,
+def run_ab(sides: tuple[Side, Side], runner: "RoundRunner | PairRunner", rounds: int = DEFAULT_ROUNDS,
            max_rounds: int = DEFAULT_MAX_ROUNDS, threshold: float = 0.05, alpha: float = DEFAULT_ALPHA,
            on_round: Callable[[int, Sequence[CaseComparison]], None] | None = None,
            clock: Callable[[], float] | None = None) -> AbResult:
-    """Run at least ``rounds`` and at most ``max_rounds`` rounds, each one process per side in
-    :func:`round_order`, stopping once every case is decided (slower, faster or same).
+    """Run at least ``rounds`` and at most ``max_rounds`` rounds, each one process per side (both
+    at once, taking turns, where ``runner`` measures a round as a pair; else one after the other
+    in :func:`round_order`), stopping once every case is decided (slower, faster or same).
 
     ``on_round(round_index, comparisons)`` is told each round's judgement (progress lines);
     ``clock`` (seconds) times the session.
@@ -110,19 +120,24 @@ def run_ab(sides: tuple[Side, Side], runner: RoundRunner, rounds: int = DEFAULT_
     comparisons: list[CaseComparison] = []
     stopped = "reached --max-rounds"
     for index in range(max_rounds):
-        result: list[Mapping[str, CaseSamples]] = [{}, {}]
-        for side_index in round_order(index):
-            result[side_index] = runner(sides[side_index], index)
-        measured.append((result[0], result[1]))
+        pair = getattr(runner, "measure_round", None)
+        if pair is not None:
+            measured.append(pair(sides, index))
+        else:
+            result: list[Mapping[str, CaseSamples]] = [{}, {}]
+            for side_index in round_order(index):
+                result[side_index] = runner(sides[side_index], index)
+            measured.append((result[0], result[1]))
         comparisons = judge_cases(measured, threshold, alpha)
         if on_round is not None:
             on_round(index, comparisons)
         if index + 1 >= rounds and all_decided(comparisons):
             stopped = f"every case decided after {index + 1} rounds"
             break
+    interleaved = getattr(runner, "measure_round", None) is not None and getattr(runner, "interleaved", True)
     return AbResult(sides, tuple(measured), tuple(comparisons), stopped, threshold, alpha,
-                    (clock() - start) if clock else 0.0)
+                    (clock() - start) if clock else 0.0, "interleaved" if interleaved else "one after the other")
 
 
-__all__ = ["AB_RESULT", "DEFAULT_ALPHA", "DEFAULT_MAX_ROUNDS", "DEFAULT_ROUNDS", "AbResult", "RoundRunner", "SIDES", "Side",
+__all__ = ["AB_RESULT", "DEFAULT_ALPHA", "DEFAULT_MAX_ROUNDS", "DEFAULT_ROUNDS", "AbResult", "PairRunner", "RoundRunner", "SIDES", "Side",
            "check_rounds", "round_order", "run_ab"]

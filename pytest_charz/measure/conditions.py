@@ -180,8 +180,10 @@ def read_busy_processes(exclude_pids: frozenset[int] = frozenset(), top: int = 5
     return tuple(rows[: max(top * 8, 40)])
 
 
-def host_snapshot(device: DeviceTelemetry | None = None) -> Snapshot:
-    """Read the host's state now (and attach the device's telemetry, when given)."""
+def host_snapshot(device: DeviceTelemetry | None = None, exclude_pids: frozenset[int] = frozenset()) -> Snapshot:
+    """Read the host's state now (and attach the device's telemetry, when given). The processes
+    in ``exclude_pids`` are not load: a sibling that measures only while this process waits for
+    its turn (:mod:`pytest_charz.measure.turns`)."""
     try:
         load = os.getloadavg()
     except OSError:
@@ -192,7 +194,7 @@ def host_snapshot(device: DeviceTelemetry | None = None) -> Snapshot:
         cpu_times=read_cpu_times(),
         cpu_freq_mhz=read_cpu_freq_mhz(),
         governor=read_governor(),
-        busy_processes=read_busy_processes(),
+        busy_processes=read_busy_processes(exclude_pids),
         device=device,
         core_clock_mhz=read_core_clock_mhz(),
     )

@@ -25,6 +25,7 @@ from ..units import format_time
 from ..work import Work
 from . import clock, stats
 from .pace import Pace, PaceProbe, pace_due
+from .turns import TURN_SLICE_S
 
 if TYPE_CHECKING:
     from ..devices.base import Device  # the protocol the sampler drives; devices read measure/, not the reverse
@@ -232,7 +233,8 @@ def noise_note(samples: int, rel_halfwidth: float | None, sampling_s: float, set
 
 
 def sample(device: "Device", fn: Callable[[], Any], settings: SamplerSettings,
-           work: Work | None = None, pace: PaceProbe | None = None) -> Measurement:
+           work: Work | None = None, pace: PaceProbe | None = None,
+           take_turn: Callable[[], None] | None = None) -> Measurement:
     """Measure ``fn`` on ``device`` as ``settings`` say. Never raises for noise: a case that runs
     out of budget returns its samples with ``stop_reason="time-budget"``.
 
@@ -246,6 +248,11 @@ def sample(device: "Device", fn: Callable[[], Any], settings: SamplerSettings,
     ``pace`` is a fixed reference kernel (:mod:`pytest_charz.measure.pace`): timed between the
     batches (at least ``PACE_MIN_SAMPLES`` times, then within ``PACE_SHARE`` of the measured
     time, never inside a timed batch), its runs are the measurement's ``pace``.
+
+    ``take_turn`` blocks until this process may measure (:mod:`pytest_charz.measure.turns`): it
+    is called before the warm-up and then after each ``TURN_SLICE_S`` of sampling, each time
+    followed by one untimed batch (the sibling's turn left the caches its own). The time it
+    blocks counts against no budget: ``elapsed_s`` is this process's own.
     """
     if work is None:
         work = Work()
@@ -253,9 +260,19 @@ def sample(device: "Device", fn: Callable[[], Any], settings: SamplerSettings,
     budget_ns = settings.max_time_s * 1e9
     resolution_s = device.timer_resolution_s()
     notes: list[str] = []
+    waited_ns = 0
 
     def elapsed_ns() -> int:
-        return clock.now_ns() - start_ns
+        return clock.now_ns() - start_ns - waited_ns
+
+    def turn() -> None:
+        nonlocal waited_ns
+        if take_turn is not None:
+            wait_start_ns = clock.now_ns()
+            take_turn()
+            waited_ns += clock.now_ns() - wait_start_ns
+
+    turn()
 
     # Warm-up: at least one call (first-call costs: page faults, JIT, caches), then until warmup_s.
     # The first call's wall time is what one call costs here: longer than the whole budget, and
@@ -291,6 +308,7 @@ def sample(device: "Device", fn: Callable[[], Any], settings: SamplerSettings,
         notes.append("cold samples are single calls; calls shorter than 200 timer ticks are imprecise")
 
     sampling_start_ns = clock.now_ns()
+    waited_before_sampling_ns = waited_ns
     samples: list[float] = []
     discarded: dict[str, int] = {}
     measured_s = 0.0
@@ -303,7 +321,14 @@ def sample(device: "Device", fn: Callable[[], Any], settings: SamplerSettings,
     stop_reason = "time-budget"
     pace_samples: list[float] = []
     pace_s = 0.0
+    slice_start_ns = clock.now_ns()
     while True:
+        if take_turn is not None and clock.now_ns() - slice_start_ns >= TURN_SLICE_S * 1e9:
+            turn()
+            if settings.mode == "cold":
+                device.flush_caches()
+            device.time_batch(fn, inner, work)       # untimed: back to this case's own caches
+            slice_start_ns = clock.now_ns()
         if pace is not None and pace_due(pace_s, measured_s, len(pace_samples)):
             pace_start_ns = clock.now_ns()
             pace.run_once()
@@ -337,7 +362,7 @@ def sample(device: "Device", fn: Callable[[], Any], settings: SamplerSettings,
         if elapsed_ns() >= budget_ns and (
                 n >= ci_samples or elapsed_ns() + (clock.now_ns() - batch_start_ns) > 2 * budget_ns):
             break
-    sampling_s = (clock.now_ns() - sampling_start_ns) / 1e9
+    sampling_s = (clock.now_ns() - sampling_start_ns - (waited_ns - waited_before_sampling_ns)) / 1e9
     if not samples:
         stop_reason = "all-discarded"
     med, ci, quartiles, rel, outliers = summarize(samples, settings)

@@ -56,6 +56,12 @@ def add_ab_options(parser: Any) -> None:
                         help="noise target of one case in each process (--charz-noise; default: the suite's)")
     parser.add_argument("--pytest-args", default="", metavar="ARGS",
                         help="more pytest arguments for every process, one string (e.g. '--target=cpu -k gemm')")
+    parser.add_argument("--sequential", action="store_true",
+                        help="run each round's two processes one after the other instead of interleaved (taking "
+                             "turns slice by slice of each case's samples, the default)")
+    parser.add_argument("--pin-cpu", type=int, default=None, metavar="CPU",
+                        help="run both sides' processes on this one CPU (os.sched_setaffinity); for single-threaded "
+                             "cases on a machine whose CPUs differ or are shared unevenly")
     parser.add_argument("--json", default=None, metavar="PATH", help="also write the comparison as JSON here")
     parser.add_argument("--keep", default=None, metavar="DIR",
                         help="keep every process's run file (and exported revisions) in DIR")
@@ -70,6 +76,11 @@ def check_ab_arguments(args: argparse.Namespace) -> None:
         raise UsageError(f"--max-time must be a positive number of seconds; got {args.max_time!r}")
     if args.noise is not None and not 0 < args.noise < 1:
         raise UsageError(f"--noise must be a fraction in (0, 1), e.g. 0.01; got {args.noise!r}")
+    if args.pin_cpu is not None:
+        allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+        if args.pin_cpu not in allowed:
+            raise UsageError(f"--pin-cpu {args.pin_cpu}: this process may run on CPUs {sorted(allowed)} only"
+                             if allowed else "--pin-cpu needs os.sched_setaffinity, which this platform lacks")
     if args.json:
         check_output_file(args.json, "--json")
     for side in ("a", "b"):
@@ -109,7 +120,8 @@ def format_result(result: AbResult) -> str:
     a, b = result.sides
     level = 1.0 - result.alpha
     lines = [f"charz ab: A = {a.description}; B = {b.description}",
-             f"{len(result.rounds)} rounds ({result.stopped}), {2 * len(result.rounds)} processes, "
+             f"{len(result.rounds)} rounds ({result.stopped}), {2 * len(result.rounds)} processes "
+             f"({result.mode}), "
              f"{result.elapsed_s:.0f} s; B/A with its {level:.0%} CI over rounds; threshold +-{result.threshold:.1%}"]
     for comparison in result.comparisons:
         lines.append(format_comparison(comparison))
@@ -132,7 +144,9 @@ def ab_command(args: argparse.Namespace, runner_factory: Any = PytestRoundRunner
         assert workdir is not None
         sides = build_sides(args, workdir)
         # Suite paths are relative to where each side runs: here, or a revision's exported tree.
-        runner = runner_factory(list(args.suites), workdir, shlex.split(args.pytest_args), args.max_time, args.noise)
+        runner = runner_factory(list(args.suites), workdir, shlex.split(args.pytest_args), args.max_time, args.noise,
+                                interleaved=not args.sequential,
+                                pin_cpus={args.pin_cpu} if args.pin_cpu is not None else None)
 
         def progress(index: int, comparisons: Sequence[CaseComparison]) -> None:
             decided = sum(c.outcome != "inconclusive" for c in comparisons)
