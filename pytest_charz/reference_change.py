@@ -8,7 +8,7 @@ expected median, its percentile-bootstrap ``1 - alpha`` CI [lo, hi] widened by h
 unchanged session may fall from the reference (:func:`pytest_charz.measure.stats.session_spread`,
 ``s``) to [lo / (1 + s), hi / (1 - s)], and a Mann-Whitney U test. ``drift`` when the widened CI
 lies beyond 1 +- threshold, |r - 1| exceeds both the threshold and the largest distance of a
-reference session, and p < alpha; ``none`` when the unwidened CI lies inside 1 +- threshold;
+reference session, and p < alpha; ``none`` when the widened CI lies inside 1 +- threshold;
 ``provisional`` for a drift against a reference that has not settled; else ``undecided``. The
 expected median is the reference median (raw), or the median of the sessions' normalised
 medians times this case's kernel median (normalised).
@@ -140,15 +140,17 @@ def compare_on(measurement: Measurement, reference: StoredReference, basis: Basi
     widened = ", widened by the spread of the reference's sessions" if spread else ""
     line = (f"ratio {ratio:.3f} ({level:.0%} CI {lo:.3f}-{hi:.3f}{widened}), Mann-Whitney p={p_value:.2g}")
     beyond = lo > 1.0 + threshold or hi < 1.0 - threshold
-    # No drift when this session's own CI lies within the threshold. A reference whose sessions
-    # may fall further apart than the threshold cannot tell a change of that size from its usual
-    # spread: such a case is inconclusive unless the change is beyond the widened interval
-    # (so beyond the spread too).
+    # No drift when the widened CI lies within the threshold: this session's own CI and the
+    # reference's uncertainty together rule out a change of the threshold's size. A reference
+    # whose sessions may fall further apart than the threshold cannot tell a change of that size
+    # from its usual spread, either way: such a case is inconclusive (never "no drift": a 10%
+    # slowdown of a case whose sessions spread by 20% often lands inside this session's own CI
+    # of the reference) unless the change is beyond the widened interval (so beyond the spread too).
     if beyond and abs(ratio - 1.0) > max(threshold, basis.largest) and p_value < alpha and not reference.settled:
         state = "provisional"
     elif beyond and abs(ratio - 1.0) > max(threshold, basis.largest) and p_value < alpha:
         state = "drift"
-    elif 1.0 - threshold < boot.low and boot.high < 1.0 + threshold:
+    elif 1.0 - threshold < lo and hi < 1.0 + threshold:
         state = "none"
     else:
         state = "undecided"

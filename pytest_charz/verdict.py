@@ -18,7 +18,8 @@ Outcomes, in the order they are decided:
       session, whichever is larger): r's CI is widened to [lo / (1 + s), hi / (1 - s)];
     * drift when |r - 1| exceeds the threshold and every session's distance, the widened CI lies
       entirely beyond 1 +- threshold (lo > 1 + threshold or hi < 1 - threshold), and U's p < alpha;
-    * no drift when the (unwidened) CI lies inside 1 +- threshold;
+    * no drift when the widened CI lies inside 1 +- threshold (a machine whose sessions spread by
+      more than the threshold never says "no drift": it says what change it can detect);
     * anything else (the CI straddles the threshold, or the CI and the U test disagree) is
       inconclusive: the change may or may not exceed the threshold.
 

@@ -58,7 +58,8 @@ def test_session_spread_is_at_least_the_largest_distance_and_widens_few_sessions
 def test_the_detectable_change_is_what_the_rule_calls_drift() -> None:
     ref = reference((0.98, 1.0, 1.02))
     verdict = verdict_of(draw(2), ref)
-    assert verdict.outcome == "pass"
+    # three sessions 2% apart cannot rule out a 5% change at 99%: not "no drift", but the figure
+    assert verdict.outcome == "inconclusive"
     assert verdict.resolution is not None and verdict.detectable_change is not None
     spread = session_spread([0.98, 1.0, 1.02], SESSION_LEVEL)
     assert verdict.resolution == pytest.approx(spread, abs=0.01)          # plus the comparison's CI, ~0.5%
@@ -108,3 +109,16 @@ def test_cases_at_other_thresholds_are_counted_at_theirs() -> None:
         "gate power: 0 of 1 cases can be judged at the 5.0% threshold",
         "gate power: 1 of 1 cases can be judged at the 90.0% threshold"]
     assert power_lines([record("test_new", verdict_of(draw(3), None))]) == []
+
+
+def test_no_drift_is_said_only_where_the_reference_sessions_allow_it() -> None:
+    # The same unchanged session against a reference of ten sessions within +-0.3% and one of
+    # three sessions 2% apart: the first can rule out a 5% change, the second cannot (its new
+    # session may fall 20% away), so it is inconclusive, never "no drift".
+    tight = reference(tuple(1.0 + 0.001 * d for d in (-3, -2, -1, 0, 0, 1, 1, 2, 3, 0)))
+    loose = reference((0.98, 1.0, 1.02))
+    samples = draw(2)
+    assert verdict_of(samples, tight).outcome == "pass"
+    loose_verdict = verdict_of(samples, loose)
+    assert loose_verdict.outcome == "inconclusive"
+    assert loose_verdict.detectable_change is not None and loose_verdict.detectable_change > 0.2
