@@ -134,3 +134,44 @@ def test_a_small_class_gets_an_interval_of_its_own_scatter() -> None:
     assert tight.factors[0] > loose.factors[0] and tight.factors[1] < loose.factors[1]
     width = lambda fit: fit.factors[1] / fit.factors[0]  # noqa: E731
     assert width(loose) > 1.5 * width(tight)
+
+
+def _attention_points(fixed_s: float, per_flop_s: float) -> list:
+    """Calibration cases of an op class whose time is a fixed cost plus a cost per FLOP; the
+    model (the uncalibrated prediction) prices only the FLOPs, at a tenth of the real rate."""
+    points = []
+    for flops in (1e7, 4e7, 1.6e8, 6.4e8):
+        work = Work(flops={"fp32": flops}, op="attention", shape={"dtype": "fp32"})
+        points.append((work, 0.1 * per_flop_s * flops, fixed_s + per_flop_s * flops, "attention"))
+    return points
+
+
+def test_below_the_calibrated_range_a_small_op_pays_the_class_fixed_cost() -> None:
+    # 40 us of fixed cost and 1 ns per FLOP: the smallest case (10 MFLOP) is 80% fixed cost.
+    fits = fit_classes(_attention_points(40e-6, 1e-12), 0.9)
+    fit = fits["attention:fp32"]
+    assert fit.small is not None and fit.small[0] == pytest.approx(40e-6, rel=1e-6)
+    assert fit.small[1] == pytest.approx(1e-12, rel=1e-6)
+    tiny = Work(flops={"fp32": 1e4}, op="attention", shape={"dtype": "fp32"})
+    uncalibrated = Prediction.of_terms("opclass", 1e-13 * 1e4, "compute:fp32", {"compute:fp32": 1e-13 * 1e4})
+    calibrated = fit.apply(uncalibrated, tiny, 0.0)
+    # the efficiency's end knot alone would give about 1e-8 s; the class's fixed cost holds
+    assert calibrated.time_s == pytest.approx(40e-6 + 1e-12 * 1e4)
+    assert any("fixed cost" in note for note in calibrated.notes)
+    # inside the range nothing changes: the curve decides
+    inside = Work(flops={"fp32": 2e7}, op="attention", shape={"dtype": "fp32"})
+    plain = Prediction.of_terms("opclass", 2e-6, "compute:fp32", {"compute:fp32": 2e-6})
+    assert not any("fixed cost" in note for note in fit.apply(plain, inside, 0.0).notes)
+    # the pooled key (every dtype) mixes small ends: it has none
+    assert fits["attention"].small is None
+
+
+def test_a_class_of_large_cases_only_gives_no_fixed_cost() -> None:
+    # 1 us fixed against 1 ns per FLOP: the smallest case is 99.9% per-FLOP time, and the line's
+    # intercept says nothing of a small op
+    fit = fit_classes(_attention_points(1e-6, 1e-9), 0.9)["attention:fp32"]
+    assert fit.small is None
+    restored = ClassFit.from_json(fit.to_json())
+    assert restored.small is None
+    with_small = ClassFit.from_json({**fit.to_json(), "small": [3e-6, 1e-12]})
+    assert with_small.small == (3e-6, 1e-12)

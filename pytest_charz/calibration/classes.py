@@ -25,7 +25,9 @@ was x0.49-x2.40 with the ends, while 20 of 22 held-out ops were within 15%).
 
 Outside the fitted range the prediction is **extrapolated**: the efficiency stays at the end
 knot's, and the interval widens by ``EXTRAPOLATION_WIDENING`` in log space per decade outside,
-and the prediction's notes say so.
+and the prediction's notes say so. Below the range a class of one dtype whose smallest cases are
+mostly fixed cost (:func:`small_end`) also keeps that fixed cost: a small op never costs less
+than its class's setup.
 """
 from __future__ import annotations
 
@@ -140,10 +142,20 @@ class ClassFit:
     ops: tuple[str, ...]
     factors: tuple[float, float]
     method: str
+    # The class's time near its smallest cases as a fixed cost plus a cost per unit of size, in
+    # seconds (:func:`small_end`); None when it has fewer than two sizes.
+    small: tuple[float, float] | None = None
 
     def apply(self, prediction: "Prediction", work: "Work", floor_s: float) -> "Prediction":
         """``prediction`` divided by the class's efficiency (never below ``floor_s``), its interval
-        from the class's factors, widened and noted when the work's size is outside the range."""
+        from the class's factors, widened and noted when the work's size is outside the range.
+
+        Below the fitted range the efficiency's end knot alone would let the time shrink with the
+        work to nothing; a small op's time is mostly a fixed cost instead (the framework's and the
+        kernel's setup: a CPU ``scaled_dot_product_attention`` 37-55 us at any size a decode step
+        gives it, whose model priced it at 9 us from its smallest calibrated case's efficiency).
+        So there the time is at least the affine line through the class's smallest cases
+        (``small``): their fixed cost plus the smaller work's share."""
         size = self.table.size_of(work)
         # the fresh pages of a large output are the operating system's cost, which no class
         # microbenchmark pays (their outputs stay below the threshold): not the class's efficiency
@@ -152,6 +164,12 @@ class ClassFit:
         low, high = self.factors
         notes = list(prediction.notes)
         x = math.log10(size) if size > 0 else self.log10_range[0]
+        if x < self.log10_range[0] and self.small is not None:
+            fixed_s, per_size_s = self.small
+            if fixed_s + per_size_s * max(size, 0.0) > time_s:
+                time_s = fixed_s + per_size_s * max(size, 0.0)
+                notes.append(f"below the calibrated range of {self.key}: its smallest cases' fixed cost "
+                             f"{fixed_s * 1e6:.3g} us plus this work's share")
         outside = max(self.log10_range[0] - x, x - self.log10_range[1], 0.0)
         if outside > 0:
             widen = math.exp(EXTRAPOLATION_WIDENING * outside)
@@ -166,7 +184,8 @@ class ClassFit:
     def to_json(self) -> dict[str, Any]:
         return {"version": CALIBRATION_VERSION, "kind": RECORD_KINDS["ClassFit"], "key": self.key, "table": self.table.to_json(),
                 "log10_range": list(self.log10_range), "n": self.n, "ops": list(self.ops),
-                "factors": list(self.factors), "method": self.method}
+                "factors": list(self.factors), "method": self.method,
+                "small": list(self.small) if self.small is not None else None}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "ClassFit":
@@ -174,9 +193,10 @@ class ClassFit:
         try:
             low, high = data["log10_range"]
             f_low, f_high = data["factors"]
+            small = data.get("small")             # absent in files written before it
             return cls(str(data["key"]), EfficiencyTable.from_json(data["table"]), (float(low), float(high)),
                        int(data["n"]), tuple(str(o) for o in data.get("ops") or ()), (float(f_low), float(f_high)),
-                       str(data["method"]))
+                       str(data["method"]), (float(small[0]), float(small[1])) if small else None)
         except (KeyError, TypeError, ValueError, UsageError) as exc:
             raise FormatError(f"ClassFit JSON is malformed: {exc}") from exc
 
@@ -188,6 +208,33 @@ def lookup(classes: Mapping[str, ClassFit], work: "Work") -> ClassFit | None:
 
 # A point: (work, uncalibrated predicted seconds, measured seconds, suite op)
 Point = tuple["Work", float, float, str]
+
+
+#: The fixed cost of the line through a class's two smallest cases is taken as its small ops'
+#: cost only when it is at least this share of the smallest case's time: the smallest case is
+#: then mostly fixed cost, as a small op is; a line through two large cases (a STREAM-sized
+#: copy, two convolutions of 10 MFLOP) says nothing of what a small op costs.
+SMALL_END_FIXED_SHARE = 0.5
+
+
+def small_end(table: EfficiencyTable, members: Sequence[Point]) -> tuple[float, float] | None:
+    """``(fixed seconds, seconds per unit of size)``: the line through the median measured time
+    of the class's smallest size and of its next (sizes in ``table.size``'s amount), the fixed
+    cost never below zero and the slope never negative; None with fewer than two sizes, or when
+    the fixed cost is under ``SMALL_END_FIXED_SHARE`` of the smallest case's time."""
+    times: dict[float, list[float]] = {}
+    for work, _, measured_s, _ in members:
+        times.setdefault(table.size_of(work), []).append(measured_s)
+    sizes = sorted(size for size in times if size > 0)
+    if len(sizes) < 2:
+        return None
+    (s0, s1) = sizes[:2]
+    t0, t1 = statistics.median(times[s0]), statistics.median(times[s1])
+    slope = max((t1 - t0) / (s1 - s0), 0.0)
+    fixed = max(t0 - slope * s0, 0.0)
+    if fixed < SMALL_END_FIXED_SHARE * t0:
+        return None
+    return fixed, slope
 
 
 def _table(key: str, amount: str, points: Sequence[Point]) -> EfficiencyTable:
@@ -261,8 +308,17 @@ def fit_classes_with_residuals(points: Sequence[Point], level: float) -> tuple[d
             method = pooled_method
         sizes = [math.log10(table.size_of(w)) for w, _, _, _ in members]
         out[key] = ClassFit(key, table, (min(sizes), max(sizes)), len(members),
-                            tuple(sorted({op for _, _, _, op in members})), factors, method)
+                            tuple(sorted({op for _, _, _, op in members})), factors, method,
+                            # a pooled key (every dtype, or no dtype) mixes cases whose small
+                            # ends differ: only a class of one dtype has one
+                            small_end(table, members) if _one_dtype(key) else None)
     return out, [by_point.get(id(point)) for point in points]
+
+
+def _one_dtype(key: str) -> bool:
+    """Whether a class key names one dtype (``copy:fp32``; not ``copy`` nor ``latency:*``)."""
+    _, sep, dtype = key.partition(":")
+    return bool(sep) and dtype not in ("", "*")
 
 
 #: Pseudo-residuals of the pool's scale a class's own scale is shrunk toward: a class of three
