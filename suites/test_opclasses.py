@@ -3,7 +3,7 @@ calibrated from measurements of this machine (``pytest_charz.models.opclass``).
 
 Classes and what each case runs (fp32, on the host CPU through PyTorch's eager ops, with the
 threads PyTorch is given): ``elementwise`` (``torch.add``), ``transcendental`` (``torch.exp``, ``tanh``, ``gelu``, ``sigmoid``, ``silu``),
-``reduction`` (``torch.sum``), ``softmax`` and ``norm`` (``layer_norm``) over rows,
+``reduction`` (``torch.sum``, and ``torch.mean`` over each row), ``softmax`` and ``norm`` (``layer_norm``) over rows,
 ``transpose`` (a transposed copy), ``copy`` (``Tensor.copy_``), ``gemm`` (square, skinny and small
 inner dimension ``torch.mm``), ``bmm``, ``conv`` (``conv2d`` 3x3), ``attention``
 (``scaled_dot_product_attention``) and ``embedding`` (a row gather). Sizes span small (dispatch
@@ -30,6 +30,9 @@ from pytest_charz import Work
 FP32 = 4
 ELEMENTS = (1 << 10, 1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22)
 ROWS_WIDTH = ((8, 256), (32, 384), (64, 512), (256, 1024), (512, 1024), (4096, 1024))
+#: A mean over each row (a norm's moment, ``x.pow(2).mean(-1, keepdim=True)``): from one row of
+#: a decode step to a prefill's thousands.
+MEAN_ROWS = ((1, 128), (1, 1024), (16, 1024), (256, 1024), (4096, 1024))
 SQUARE = (64, 96, 128, 192, 256, 384, 512, 1024)
 SKINNY = ((1, 1024, 1024), (4, 2048, 1024), (16, 1024, 2048))
 SMALL_K = ((1024, 1024, 16), (512, 512, 64))
@@ -54,6 +57,7 @@ def _cases() -> list[Any]:
     cases += [pytest.param(("transcendental", (n, function)), id=f"{function}-{n}")
               for function in FUNCTIONS for n in ELEMENTS[::2]]
     cases += [pytest.param(("reduction", (n,)), id=f"sum-{n}") for n in ELEMENTS]
+    cases += [pytest.param(("reduction", rw), id=f"mean-rows-{rw[0]}x{rw[1]}") for rw in MEAN_ROWS]
     cases += [pytest.param(("copy", (n,)), id=f"copy-{n}") for n in ELEMENTS]
     cases += [pytest.param(("softmax", rw), id=f"softmax-{rw[0]}x{rw[1]}") for rw in ROWS_WIDTH]
     cases += [pytest.param(("norm", rw), id=f"layernorm-{rw[0]}x{rw[1]}") for rw in ROWS_WIDTH]
@@ -101,6 +105,15 @@ def build(torch: Any, op_class: str, dims: tuple[Any, ...], rng: np.random.Gener
         # y = f(a): read a, write y; one transcendental per element
         return (lambda: call(a)), (lambda: close(call(a), call(a64).numpy())), work(
             n, 2 * n * FP32, "elementwise", {"elements": n, "transcendental": 1, "function": function})
+    if op_class == "reduction" and len(dims) == 2:
+        rows, width = dims
+        x = tensor(rows, width)
+        # m = mean(x, -1, keepdim=True): read x once, write one value per row; one add per element
+        fn_rows: Callable[[], Any] = lambda: torch.mean(x, -1, keepdim=True)  # noqa: E731
+        expected_rows = x.double().numpy().mean(-1, keepdims=True)
+        return fn_rows, (lambda: close(fn_rows(), expected_rows, 1e-3)), work(
+            rows * width, (rows * width + rows) * FP32, "reduction",
+            {"elements": rows * width, "function": "mean", "outputs": rows, "rows": rows, "width": width})
     if op_class in ("elementwise", "transcendental", "reduction", "copy"):
         (n,) = dims
         a, b = tensor(n), tensor(n)

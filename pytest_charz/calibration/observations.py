@@ -223,6 +223,8 @@ def reduction_rates(cases: Sequence[Observation], costs: OpCosts) -> dict[str, f
         work = case.work
         if op_class_of(work) != "reduction" or len(work.flops) != 1 or not work.launches:
             continue
+        if work.shape.get("function", "sum") != "sum":
+            continue                             # a mean over rows: the sum cases set the rate
         (dtype, flops), = work.flops.items()
         elements = float(work.shape.get("elements") or flops)
         dispatch = costs.dispatch(framework_of(work)) or 0.0

@@ -21,6 +21,7 @@ from .figures import Case, CaseFigures, time_s
 #: case must compute to count.
 RATES = {"transcendental": "transcendental", "reduction": "reduction"}
 EXP = "exp"
+SUM = "sum"
 
 
 def _elements(case: Case) -> float:
@@ -42,6 +43,8 @@ def opclass_rates(cases: Sequence[Case], dispatch_s: Mapping[str, float]) -> lis
             continue
         if op_class == "transcendental" and work.shape.get("function", EXP) != EXP:
             continue
+        if op_class == "reduction" and work.shape.get("function", SUM) != SUM:
+            continue                             # a mean over rows: the sum cases set the rate
         dispatch = dispatch_s.get(framework_of(work), 0.0)
         elapsed = time_s(case)
         elements = _elements(case)

@@ -258,7 +258,13 @@ def aten_cost(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any], inputs:
             shape["norm"] = "rms"                    # one reduction per element (opclass.NORM_REDUCTIONS)
         return AtenCost("norm", flops, shape, {"kind": kind})
     if name in REDUCTIONS:
-        return AtenCost("reduction", float(_numel(in_shapes[0])) if in_shapes else in_elems, {"elements": in_elems})
+        shape = {"elements": in_elems}
+        dim = argument(func, args, kwargs, "dim", None)
+        if dim not in (None, [], ()):
+            # over a dimension (TensorIterator's reduction with kept outputs), not to one scalar:
+            # its function names a class key of its own where calibrated (classes.DIM_REDUCTIONS)
+            shape.update(function=name, outputs=out_elems)
+        return AtenCost("reduction", float(_numel(in_shapes[0])) if in_shapes else in_elems, shape)
     if name in GATHERS:
         return AtenCost("embedding", 0.0, first_out, {"gather": True})
     if name in SCATTERS:
