@@ -48,7 +48,9 @@ def test_serving_kernels_fuse_qkv_gate_up_and_residual_norm_with_the_same_work()
     fused_norms = [op for op in serving.ops if op.attrs.get("fused_residual")]
     assert len(fused_norms) == 2 * 2 - 1 + 1   # every norm but the first one, the final norm included
     assert serving.launches < fused.launches
-    assert serving.total_flops == pytest.approx(fused.total_flops, rel=1e-3)
+    # the same work, but the head: the engine's covers each sequence's last position only
+    body = [sum(op.work.total_flops for op in graph.ops if op.name != "lm_head") for graph in (serving, fused)]
+    assert body[0] == pytest.approx(body[1], rel=1e-3)
     assert serving.total_bytes < fused.total_bytes       # intermediates that no longer go through DRAM
     from pytest_charz.workloads.builders import graph_parameters
 
@@ -79,3 +81,15 @@ def test_runtime_options_on_the_command_line(capsys: pytest.CaptureFixture[str])
         predict_graph(build("llama-2-7b", "decode", context=8, num_layers=1), "h100-sxm", runtime="jit")
     assert cli.main(["workload", "predict", "llama-2-7b", "--target", "h100-sxm", "--precision", "int3"]) != 0
     assert "--precision must be one of" in capsys.readouterr().err
+
+
+def test_a_serving_prefill_computes_logits_for_each_sequence_last_position_only() -> None:
+    # TensorRT-LLM and vLLM gather each sequence's last hidden state before the head: 4 prompts of
+    # 512 tokens of Llama-2-7B multiply 4 rows by the 32000 x 4096 head, not 2048; transformers'
+    # forward (the fused and eager graphs) computes every position's logits.
+    serving = build("llama-2-7b", "prefill", batch=4, seq=512, num_layers=1, kernels="serving")
+    fused = build("llama-2-7b", "prefill", batch=4, seq=512, num_layers=1)
+    engine, forward = (next(op for op in graph.ops if op.name == "lm_head") for graph in (serving, fused))
+    assert engine.attrs["logits_tokens"] == 4 and forward.attrs["logits_tokens"] == 4 * 512
+    assert engine.work.total_flops == pytest.approx(2.0 * 4 * 32000 * 4096)
+    assert forward.work.total_flops == pytest.approx(2.0 * 2048 * 32000 * 4096)

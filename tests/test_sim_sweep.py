@@ -164,9 +164,12 @@ def test_more_bandwidth_shortens_a_decode_step_and_not_a_prefill() -> None:
     assert decode[0].bottleneck.startswith("memory") and prefill[0].bottleneck == "compute"
     assert decode[0].latency_s > decode[1].latency_s > decode[2].latency_s
     # Twice the bandwidth: the memory-bound step loses over a fifth of its time (launch and
-    # dispatch gaps stay); the compute-bound prefill only its few memory-bound ops' share.
+    # dispatch gaps stay); the compute-bound prefill only its memory-bound ops' share (its norms,
+    # rotary and elementwise ops: about 7% of 2048 tokens of Llama on an H100), under half the
+    # decode step's gain.
     assert decode[2].latency_s < 0.8 * decode[0].latency_s
-    assert prefill[2].latency_s > 0.95 * prefill[0].latency_s
+    assert 1.0 - prefill[2].latency_s / prefill[0].latency_s < 0.5 * (1.0 - decode[2].latency_s / decode[0].latency_s)
+    assert prefill[2].latency_s > 0.9 * prefill[0].latency_s
     ranking = sensitivity(axes + [Axis("clock_mhz", (machine.param("clock_mhz"),))], decode)
     assert ranking[0].parameter == "memory_bandwidth" and ranking[0].elasticity < 0
 

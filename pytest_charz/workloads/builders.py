@@ -172,9 +172,10 @@ def _embed(config: ModelConfig, p: Precision, m: int, tp: int) -> list[Op]:
 
 
 def _head(config: ModelConfig, p: Precision, phase: str, m: int, batch: int, tp: int, x: str,
-          final_norm: Op | None = None) -> list[Op]:
+          final_norm: Op | None = None, serving: bool = False) -> list[Op]:
     """Final norm and LM head (decoders) or final norm and pooler (encoders); ``final_norm``
-    replaces a decoder's final norm (a serving engine's, with the residual add fused in)."""
+    replaces a decoder's final norm (a serving engine's, with the residual add fused in);
+    ``serving``: a serving engine's head, over each sequence's last position in a prefill."""
     hidden = config.hidden_size
     if config.family in ("bert", "vit"):
         ops: list[Op] = []
@@ -189,11 +190,16 @@ def _head(config: ModelConfig, p: Precision, phase: str, m: int, batch: int, tp:
     kind = "layernorm" if config.family == "gpt2" else "rmsnorm"
     vocab = padded(config.vocab_size, tp)
     tied = config.tied_embeddings
-    head = gemm("lm_head", m, vocab, hidden, p, (final,), high_precision=True, params=0 if tied else vocab * hidden,
-                attrs={"tied": tied, "logits_tokens": m})
+    # A serving engine's prefill samples the next token from each sequence's last position only:
+    # it gathers those rows before the head (TensorRT-LLM unless gather_all_token_logits, vLLM's
+    # logits processor), so the head multiplies batch rows, not batch x prompt. A model's forward
+    # as transformers runs it (the other kernels) computes every position's logits.
+    logits = batch if phase == "prefill" and serving else m
+    head = gemm("lm_head", logits, vocab, hidden, p, (final,), high_precision=True,
+                params=0 if tied else vocab * hidden, attrs={"tied": tied, "logits_tokens": logits})
     ops = [final_norm if final_norm is not None else norm(final, kind, m, hidden, p, (x,)), head]
     if tp > 1 and phase != "train":  # training computes a vocabulary-parallel loss instead
-        ops.append(collective("lm_head.all_gather", "all-gather", m * vocab * p.act_bytes, tp, ("lm_head",)))
+        ops.append(collective("lm_head.all_gather", "all-gather", logits * vocab * p.act_bytes, tp, ("lm_head",)))
     return ops
 
 
@@ -303,7 +309,7 @@ def build(name_or_config: str | ModelConfig, phase: str, batch: int = 1, seq: in
             eager_optimizer(forward, emit)
     else:
         final = layers.final_norm("model.norm", x) if isinstance(layers, ServingLayerBuilder) else None
-        ops.extend(_head(config, p, phase, m, batch, tp, x, final))
+        ops.extend(_head(config, p, phase, m, batch, tp, x, final, serving=kernels == "serving"))
     if kernels != "eager" and phase == "train":
         forward = list(ops)
         ops.extend(_loss(config, p, m, tp, "lm_head"))
