@@ -166,6 +166,7 @@ def test_the_command_prints_each_case_writes_json_and_exits_1_on_a_slowdown(
     (["--rounds", "10", "--max-rounds", "4"], "--max-rounds must be a whole number at least --rounds (10)"),
     (["--threshold", "5"], "drift threshold must be a fraction in (0, 1)"),
     (["--b-python", "/nonexistent/python"], "--b-python: /nonexistent/python is not an executable interpreter"),
+    (["--pytest-args", "--target=cpu -n 2"], "pytest-xdist workers cannot take turns"),
 ])
 def test_bad_options_are_one_line_and_status_2_before_any_process(argv: list[str], message: str,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:

@@ -71,7 +71,11 @@ def process_turns() -> Turns | None:
                 read_fd, write_fd = (int(part) for part in value.split(","))
             except ValueError:
                 raise TurnsError(f"{ENV} must be '<read fd>,<write fd>'; got {value!r}") from None
-            turns = Turns(read_fd, write_fd)
+            try:
+                turns = Turns(read_fd, write_fd)
+            except OSError as exc:           # a process the referee did not start (a pytest-xdist worker)
+                raise TurnsError(f"{ENV}={value!r} names no open pipe in this process ({exc}): only the process "
+                                 "charz ab started can take turns") from None
         _PROCESS_TURNS.append(turns)
     return _PROCESS_TURNS[0]
 

@@ -76,6 +76,11 @@ def check_ab_arguments(args: argparse.Namespace) -> None:
         raise UsageError(f"--max-time must be a positive number of seconds; got {args.max_time!r}")
     if args.noise is not None and not 0 < args.noise < 1:
         raise UsageError(f"--noise must be a fraction in (0, 1), e.g. 0.01; got {args.noise!r}")
+    extra = shlex.split(args.pytest_args)
+    if not args.sequential and any(a in ("-n", "--numprocesses", "--dist") or a.startswith(("-n", "--numprocesses=", "--dist="))
+                                   for a in extra if a not in ("-no:cacheprovider",)):
+        raise UsageError("--pytest-args: pytest-xdist workers cannot take turns with the other side (the turn pipe "
+                         "is the main process's): drop -n, or run the rounds one after the other with --sequential")
     if args.pin_cpu is not None:
         allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
         if args.pin_cpu not in allowed:
