@@ -65,6 +65,16 @@ def test_merged_figures_say_which_runs_they_came_from() -> None:
     fp64 = ceiling(merged, "flops:fp64")
     assert fp64["evidence"]["from_runs"] == ["node0.json", "node1.json"]
     assert fp64["value"] == pytest.approx(0.85e12)
+    # the Markdown (and HTML) table says it, with the runs numbered in the list above it
+    from pytest_charz.report.markdown import ceiling_rows, render_markdown
+
+    headers, rows = ceiling_rows(merged)
+    row = next(r for r in rows if r[0] == "flops:fp64")
+    assert ", from all 2 runs" in row[headers.index("evidence")]
+    one_of_two = {**merged, "ceilings": [{**fp64, "evidence": {**fp64["evidence"], "runs": [1]}}]}
+    assert ", from run 2 of 2" in ceiling_rows(one_of_two)[1][0][headers.index("evidence")]
+    text = render_markdown(merged)
+    assert "**run 1** `node0.json`" in text and "**run 2** `node1.json`" in text
 
 
 def test_a_single_run_profile_has_no_per_figure_run_list() -> None:

@@ -49,6 +49,18 @@ def _conditions_text(conditions: Mapping[str, Any]) -> str:
     return "; ".join(parts) or "clean"
 
 
+def _runs_text(evidence: Mapping[str, Any], runs: int) -> str:
+    """Which of several merged runs a figure came from (``evidence["runs"]``, 0-based), e.g.
+    ", from runs 1 and 3 of 3" (the run list above the table numbers them from 1); empty for one run."""
+    used = [int(i) + 1 for i in evidence.get("runs") or () if isinstance(i, int)]
+    if runs < 2 or not used:
+        return ""
+    if len(used) == runs:
+        return f", from all {runs} runs"
+    named = ", ".join(str(i) for i in used[:-1]) + (" and " if len(used) > 1 else "") + str(used[-1])
+    return f", from run{'s' if len(used) > 1 else ''} {named} of {runs}"
+
+
 def ceiling_rows(profile: Mapping[str, Any], with_evidence: bool = True) -> tuple[list[str], list[list[str]]]:
     """Headers and rows of the ceilings table: measured, spec, % of spec, evidence, caveats."""
     headers = ["ceiling", "measured", "spec", "% of spec"]
@@ -70,6 +82,7 @@ def ceiling_rows(profile: Mapping[str, Any], with_evidence: bool = True) -> tupl
             text = (f"{len(cases)} case(s), {evidence.get('samples', 0)} samples"
                     + (f" (-{evidence['discarded']})" if evidence.get("discarded") else "")
                     + (f", fit r2={fit['r2']:.3f}" if fit else "")
+                    + _runs_text(evidence, len(profile.get("runs") or ()))
                     + f"; {_conditions_text(evidence.get('conditions') or {})}")
             row += [text, "; ".join(ceiling.get("caveats") or []) or "-"]
         rows.append(row)
@@ -131,8 +144,10 @@ def summary_lines(profile: Mapping[str, Any]) -> list[str]:
     prov = profile.get("provenance") or {}
     device = prov.get("device") or {}
     lines = [f"- **target**: `{target.get('id')}` ({target.get('name')}, {target.get('kind')}; spec from {target.get('origin') or '-'})"]
-    for run in profile.get("runs") or ():
-        lines.append(f"- **run** `{run['path']}`: created {run.get('created')}, {run.get('status')}, {run.get('cases')} cases")
+    runs = profile.get("runs") or ()
+    for number, run in enumerate(runs, 1):
+        label = f"run {number}" if len(runs) > 1 else "run"      # the evidence column names runs by number
+        lines.append(f"- **{label}** `{run['path']}`: created {run.get('created')}, {run.get('status')}, {run.get('cases')} cases")
     lines.append(f"- **hosts**: {', '.join(prov.get('hosts') or []) or '-'}; **os**: {prov.get('os') or '-'}; "
                  f"**cpu**: {prov.get('cpu') or '-'}; **python**: {prov.get('python') or '-'}")
     lines.append(f"- **device**: {device.get('name') or '-'} ({device.get('backend') or '-'})"
