@@ -41,6 +41,7 @@ from ..errors import CharzError
 from ..formats import PROFILE
 from ..measure.clock import utc_now_iso
 from ..records import Run
+from ..units import format_in
 from .bottomline import bottom_line
 from .cases import evidence_of, find_ceilings
 from .energy import energy_section
@@ -130,7 +131,7 @@ def _spread_caveat(values: list[float], unit: str) -> str | None:
     if not middle:
         return None
     spread = (max(values) - min(values)) / abs(middle)
-    return f"spread over {len(values)} runs: {100 * spread:.1f}% (min {min(values):.4g}, max {max(values):.4g} {unit})"
+    return f"spread over {len(values)} runs: {100 * spread:.1f}% (min {format_in(min(values), unit)}, max {format_in(max(values), unit)})"
 
 
 def _by_host(found: list[tuple[int, CaseFigures]], hosts: Sequence[str]) -> dict[str, float]:
@@ -149,8 +150,8 @@ def _host_caveat(by_host: dict[str, float], unit: str) -> str | None:
         return None
     middle = statistics.median(values)
     spread = (max(values) - min(values)) / abs(middle)
-    each = ", ".join(f"{host} {value:.4g}" for host, value in by_host.items())
-    return f"differs between hosts by {100 * spread:.1f}% ({each} {unit})"
+    each = ", ".join(f"{host} {format_in(value, unit)}" for host, value in by_host.items())
+    return f"differs between hosts by {100 * spread:.1f}% ({each})"
 
 
 def _combine(name: str, found: list[tuple[int, CaseFigures]], run_count: int, kind: str,
@@ -177,7 +178,7 @@ def _combine(name: str, found: list[tuple[int, CaseFigures]], run_count: int, ki
     if len(values) > 1 and statistics.median(values) and \
             (max(values) - min(values)) / abs(statistics.median(values)) > RUN_STABLE:
         unstable = True
-        caveats.append(f"unstable: the runs give {min(values):.4g} to {max(values):.4g} {first.unit} (a range, "
+        caveats.append(f"unstable: the runs give {format_in(min(values), first.unit)} to {format_in(max(values), first.unit)} (a range, "
                        f"not one figure); see the DRAM probes' spread for the cause")
     # Only with several hosts: one host's figure is the ceiling itself (and the files stay as they were).
     if len(set(hosts)) > 1:

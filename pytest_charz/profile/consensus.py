@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..curves.plateaus import LevelBoundary, LevelFit, detect_levels
-from ..units import format_bytes
+from ..units import format_bytes, format_in
 from .figures import Case, CaseFigures, SpecView, working_set
 from .levels import curve_noise, steady_cases
 
@@ -185,7 +185,7 @@ def _level_value(curve: Curve, level: str, low_per_level: float, high_per_level:
     notes = [f"median of {len(members)} working sets inside the level's boundaries{curve.note}",
              *_left_out_note(curve)]
     if max(values) / min(values) > FLAT_LEVEL_SPREAD:
-        notes.append(f"not flat inside the level: {min(values):.4g} to {max(values):.4g} {curve.unit} "
+        notes.append(f"not flat inside the level: {format_in(min(values), curve.unit)} to {format_in(max(values), curve.unit)} "
                      f"({max(values) / min(values):.2g}x)")
     return CaseFigures(f"{curve.quantity}:{level}", value, curve.unit, [c for c, _ in members], None, peak,
                        source, notes)
@@ -202,8 +202,8 @@ def check_order(figures: list[CaseFigures], order: list[str]) -> list[str]:
             wrong = (slower.value > faster.value * (1 + ORDER_TOLERANCE) if falls
                      else slower.value < faster.value * (1 - ORDER_TOLERANCE))
             if wrong:
-                text = (f"{slower.name} ({slower.value:.4g}) {'above' if falls else 'below'} {faster.name} "
-                        f"({faster.value:.4g}): not physical (a farther level is never "
+                text = (f"{slower.name} ({format_in(slower.value, slower.unit)}) {'above' if falls else 'below'} {faster.name} "
+                        f"({format_in(faster.value, faster.unit)}): not physical (a farther level is never "
                         f"{'faster' if falls else 'quicker'}); a disturbed measurement or a misread level")
                 notes.append(text)
                 for figure in (faster, slower):

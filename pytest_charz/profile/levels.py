@@ -13,7 +13,7 @@ import statistics
 from typing import Any, Callable
 
 from ..curves.plateaus import LevelFit, detect_levels
-from ..units import format_bytes
+from ..units import format_bytes, format_in
 from ..work import MEMORY_LEVELS
 from .figures import Case, CaseFigures, SpecView, shape, time_s, working_set
 
@@ -125,9 +125,9 @@ def levels(cases: list[Case], value_of: Callable[[Case], float], quantity: str, 
             figure.notes.append(f"{len(points) - len(fitted)} point(s) of the curve missed their noise target "
                                 "and were not used to find the levels")
     if any(name is None for name in names):
-        levels_text = ", ".join(f"{p.value:.4g}" for p, n in zip(fit.plateaus, names) if n is None)
+        levels_text = ", ".join(format_in(p.value, unit) for p, n in zip(fit.plateaus, names) if n is None)
         for figure in levels:
-            figure.notes.append(f"plateaus not matched to a memory level: {levels_text} {unit}")
+            figure.notes.append(f"plateaus not matched to a memory level: {levels_text}")
     return levels, capacities, curve
 
 
