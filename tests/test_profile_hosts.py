@@ -23,7 +23,7 @@ def test_a_profile_of_two_hosts_lists_both_and_the_spread_between_them() -> None
     assert merged["provenance"]["hosts"] == ["box-a", "box-b"]
     fp64 = ceiling(merged, "flops:fp64")
     assert fp64["evidence"]["by_host"] == {"box-a": pytest.approx(0.9e12), "box-b": pytest.approx(0.8e12)}
-    assert "differs between hosts by 11.8% (box-a 9e+11, box-b 8e+11 FLOP/s)" in fp64["caveats"]
+    assert "differs between hosts by 11.8% (box-a 900 GFLOP/s, box-b 800 GFLOP/s)" in fp64["caveats"]
     # every ceiling measured on both hosts says so, not only the one that moved
     assert all(set(c["evidence"]["by_host"]) == {"box-a", "box-b"} for c in merged["ceilings"]
                if c["evidence"]["runs"] == [0, 1])
