@@ -175,9 +175,11 @@ def report(runs: Sequence[str], models: Sequence[str], calibration: str | None =
               f"{100 * PROBE_TOLERANCE:.0f}%")
     inconclusive = moved is not None and moved[0] > PROBE_TOLERANCE
     root = runs[0][:-5] if runs[0].endswith(".json") else runs[0]
+    sim_calibration: str | None = None
     for model in models:
         # scored as a user predicts: the calibration file passed by its path to the one core
         path = calibration or calibration_file(runs, model, root)
+        sim_calibration = sim_calibration or path      # the simulator is priced by the first model's core
         for result in validate_workloads(list(runs), model, calibration=path):
             found = True
             data = result.to_json()
@@ -211,13 +213,14 @@ def report(runs: Sequence[str], models: Sequence[str], calibration: str | None =
     if not found:
         print("no run holds both microbenchmark and workload cases of one target")
         return 1
-    sim_end_to_end(runs)
+    sim_end_to_end(runs, sim_calibration)
     return 0
 
 
-def sim_end_to_end(runs: Sequence[str]) -> None:
+def sim_end_to_end(runs: Sequence[str], calibration: str | None = None) -> None:
     """``sim:cpu`` from the runs' own profile, end to end on their workload cases (the workload
-    suite's and the multi-op held-out ones), as ``charz validate --sim`` scores it."""
+    suite's and the multi-op held-out ones), as ``charz validate --sim`` scores it, its ops priced
+    by the same calibration as the op-class scoring (``--sim-calibration``): one core."""
     import statistics
 
     from pytest_charz.profile.build import build_profile
@@ -225,12 +228,14 @@ def sim_end_to_end(runs: Sequence[str]) -> None:
     from pytest_charz.sim.validate import score_runs
 
     loaded = [load_run(path) for path in runs]
-    scores = [s for s in score_runs(loaded[:1], build_profile(loaded, list(runs))) if s.kind == "end-to-end"]
+    scores = [s for s in score_runs(loaded[:1], build_profile(loaded, list(runs)), calibration)
+              if s.kind == "end-to-end"]
     if not scores:
         print("\nsim:cpu: no workload case with timed ops in the runs")
         return
     median = statistics.median(abs(s.error or 0.0) for s in scores)
-    print(f"\nsim:cpu end to end (profile of these runs; simulated / measured - 1), first run's cases: n={len(scores)} "
+    priced = f"calibration {os.path.basename(calibration)}" if calibration else "uncalibrated"
+    print(f"\nsim:cpu end to end (profile of these runs, {priced}; simulated / measured - 1), first run's cases: n={len(scores)} "
           f"median |error| {_pct(median)}: {'met' if median <= SIM_END_TO_END_MEDIAN else 'NOT met'} "
           f"(<= {100 * SIM_END_TO_END_MEDIAN:.0f}%)")
     for score in scores:

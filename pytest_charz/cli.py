@@ -161,6 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--sim-profile", default=None, metavar="PATH",
                           help="with --sim: simulate the runs' target from this capability profile (sim:cpu "
                                "from the host's own profile) instead of its spec")
+    validate.add_argument("--sim-calibration", default=None, metavar="PATH",
+                          help="with --sim: price the simulated ops with this calibration file (charz calibrate), "
+                               "as charz sim --calibration does")
     validate.set_defaults(func=_validate)
 
     calibrate = sub.add_parser("calibrate", help="fit a model's efficiency and error bands on run files")

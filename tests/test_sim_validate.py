@@ -117,3 +117,28 @@ def test_charz_validate_sim_writes_the_simulator_report(tmp_path, capsys) -> Non
     assert document["summary"]["end-to-end"]["n"] == 7 and document["profile"] == str(PROFILE_PATH)
     text = (tmp_path / "validation-sim.md").read_text()
     assert "## Published figures" in text and "## Measured workloads, end to end" in text
+
+
+def test_with_a_calibration_the_simulator_prices_ops_by_the_calibrated_core(tmp_path) -> None:
+    # One core: charz validate --sim --sim-calibration C prices each simulated op as predict()
+    # does with C (the recorded Zen 3 run, calibrated on its microbenchmarks alone).
+    from pytest_charz.calibration.file import calibrate
+    from pytest_charz.formats import atomic_write_json
+    from pytest_charz.prediction import load_predictor
+    from pytest_charz.profile.build import build_profile
+    from pytest_charz.sim.validate import simulated_machine
+
+    zen3_path = str(DATA / "runs" / "amd-epyc-zen3-kvm-2vcpu.run.json.gz")
+    zen3 = load_run(zen3_path)
+    calibration = tmp_path / "calibration-opclass.json"
+    atomic_write_json(str(calibration), calibrate([zen3_path], model="opclass", holdout=None).to_json())
+    zen3_profile = build_profile([zen3], [zen3_path])
+    machine = simulated_machine(zen3.target.id, zen3_profile, str(calibration))
+    assert machine.predictor is not None and machine.predictor.calibration is not None
+    core = load_predictor(None, profile=zen3_profile, calibration=str(calibration))
+    case = next(c for c in zen3.cases if c.work.op == "workload" and c.ops)
+    op = case.ops[0]
+    assert machine.predictor.predict(op.work).time_s == pytest.approx(core.predict(op.work).time_s, rel=1e-12)
+    calibrated = {s.id: s.simulated_s for s in score_runs([zen3], zen3_profile, str(calibration))}
+    uncalibrated = {s.id: s.simulated_s for s in score_runs([zen3], zen3_profile)}
+    assert calibrated.keys() == uncalibrated.keys() and calibrated != uncalibrated

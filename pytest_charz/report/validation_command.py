@@ -61,6 +61,7 @@ def validate_command(args: argparse.Namespace) -> int:
 
         with Progress("charz validate --sim", total=1) as progress:
             progress.step("simulating the workload cases")
-            document = validate_sim_command(list(args.runs), args.sim_profile, out_dir, quiet=True)
+            document = validate_sim_command(list(args.runs), args.sim_profile, out_dir, quiet=True,
+                                            calibration_path=getattr(args, "sim_calibration", None))
         print_sim_summary(document, out_dir)
     return 0

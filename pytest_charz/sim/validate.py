@@ -53,12 +53,21 @@ class SimScore:
                 "reason": self.reason, "role": self.role}
 
 
-def _machine(target_id: str, profile: Mapping[str, Any] | None) -> Any:
+def simulated_machine(target_id: str, profile: Mapping[str, Any] | None, calibration: Any = None) -> Any:
+    """The simulated machine of ``target_id``: from ``profile`` when given, else its spec; its ops
+    priced by the one prediction core of that target, profile and ``calibration`` (a file
+    ``charz calibrate`` wrote, or its path), as ``charz sim --calibration`` prices them."""
     from . import Machine
+    from ..prediction import load_predictor
     from ..targets.catalogue import resolve
 
     spec = resolve(target_id)
-    return Machine.from_profile(profile, spec) if profile is not None else Machine.from_spec(spec)
+    # with a profile, the target is the one it and the calibration were measured on (a recorded
+    # run of another CPU is still "cpu"); the spec only fills what the profile lacks
+    predictor = (load_predictor(None if profile is not None else spec, profile=profile, calibration=calibration)
+                 if calibration is not None else None)
+    return (Machine.from_profile(profile, spec, predictor) if profile is not None
+            else Machine.from_spec(spec, predictor))
 
 
 def case_graph(case: Any) -> Any:
@@ -72,9 +81,11 @@ def case_graph(case: Any) -> Any:
                  params={k: shape[k] for k in ("batch", "seq", "dtype") if k in shape})
 
 
-def score_runs(runs: Sequence[Any], profile: Mapping[str, Any] | None = None) -> list[SimScore]:
+def score_runs(runs: Sequence[Any], profile: Mapping[str, Any] | None = None,
+               calibration: Any = None) -> list[SimScore]:
     """Every workload case of ``runs`` (typed :class:`~pytest_charz.records.Run` values) end to end
-    and op by op, on its target's machine (from ``profile`` when given)."""
+    and op by op, on its target's machine (from ``profile`` when given; its ops priced with
+    ``calibration`` when given, :func:`simulated_machine`)."""
     from . import simulate_graph, simulate_work
 
     scores: list[SimScore] = []
@@ -82,7 +93,7 @@ def score_runs(runs: Sequence[Any], profile: Mapping[str, Any] | None = None) ->
     for run in runs:
         target = run.target.id
         if target not in machines:
-            machines[target] = _machine(target, profile)
+            machines[target] = simulated_machine(target, profile, calibration)
         machine = machines[target]
         for case in run.cases:
             if case.work.op != "workload" or not case.ops or not case.median_s:
@@ -101,7 +112,7 @@ def _llm_time_s(case: Any, target: str) -> float:
     from . import simulate_graph
     from ..workloads.builders import build
 
-    machine = _machine(target, None)
+    machine = simulated_machine(target, None)
     prefill = simulate_graph(build(case.model, "prefill", batch=case.batch, seq=case.input, dtype=case.dtype,
                                    tp=case.tp), machine)
     decode = simulate_graph(build(case.model, "decode", batch=case.batch, context=case.input + case.output // 2,
@@ -128,12 +139,12 @@ def score_published(rows: Sequence[Any] | None = None) -> list[SimScore]:
             continue
         try:
             if isinstance(row.case, ServingCase):
-                simulated = simulate_serving_case(row.case, _machine(row.target, None))
+                simulated = simulate_serving_case(row.case, simulated_machine(row.target, None))
             elif isinstance(row.case, LlmCase):
                 simulated = _llm_time_s(row.case, row.target)
             else:
                 work = case_work(row.case)
-                simulated = float(simulate_work(work, _machine(row.target, None)).latency_s)
+                simulated = float(simulate_work(work, simulated_machine(row.target, None)).latency_s)
         except UsageError as exc:
             scores.append(SimScore(row.id, "published", row.target, measured, None, row.kind, row.source, str(exc),
                                    row.role))
@@ -203,17 +214,17 @@ def render_markdown(document: Mapping[str, Any]) -> str:
 
 
 def validate_sim_command(run_paths: Sequence[str], profile_path: str | None, out_dir: str,
-                         quiet: bool = False) -> dict[str, Any]:
-    """``charz validate RUN... --sim [--sim-profile P]``: score the simulator, write
-    ``validation-sim.json`` and ``.md`` in ``out_dir``, print the summary (not with ``quiet``:
-    :func:`print_sim_summary` then prints it); returns the document."""
+                         quiet: bool = False, calibration_path: str | None = None) -> dict[str, Any]:
+    """``charz validate RUN... --sim [--sim-profile P] [--sim-calibration C]``: score the
+    simulator, write ``validation-sim.json`` and ``.md`` in ``out_dir``, print the summary (not
+    with ``quiet``: :func:`print_sim_summary` then prints it); returns the document."""
     import os
 
     from ..formats import PROFILE, atomic_write_json, atomic_write_text
     from ..run import load_run
 
     profile = PROFILE.load(profile_path) if profile_path else None
-    scores = score_runs([load_run(path) for path in run_paths], profile) + score_published()
+    scores = score_runs([load_run(path) for path in run_paths], profile, calibration_path) + score_published()
     document = validation_document(scores, run_paths, profile_path)
     atomic_write_json(os.path.join(out_dir, "validation-sim.json"), document)
     atomic_write_text(os.path.join(out_dir, "validation-sim.md"), render_markdown(document))
@@ -233,5 +244,5 @@ def print_sim_summary(document: Mapping[str, Any], out_dir: str) -> None:
     print(f"simulator validation: {os.path.join(out_dir, 'validation-sim.md')} (.json)")
 
 
-__all__ = ["KINDS", "SIM_VALIDATION", "SimScore", "case_graph", "render_markdown", "score_published", "score_runs",
-           "print_sim_summary", "summary", "validate_sim_command", "validation_document"]
+__all__ = ["KINDS", "SIM_VALIDATION", "SimScore", "case_graph", "print_sim_summary", "render_markdown", "score_published",
+           "score_runs", "simulated_machine", "summary", "validate_sim_command", "validation_document"]
