@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import math
+
 import numpy as np
 import pytest
 
@@ -99,7 +101,7 @@ MODULE_BLOCKS, MODULE_WIDTH, MODULE_TOKENS, MODULE_HEADS = 2, 64, 4, 4
 
 
 def _module_stack(torch: Any) -> Any:
-    nn, functional = torch.nn, torch.nn.functional
+    nn = torch.nn
 
     class Block(nn.Module):
         def __init__(self, d: int, heads: int) -> None:
@@ -108,11 +110,18 @@ def _module_stack(torch: Any) -> Any:
             self.norm, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
             self.qkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d)
             self.up, self.down, self.act = nn.Linear(d, 4 * d), nn.Linear(4 * d, d), nn.SiLU()
+            self.register_buffer("causal", torch.ones(MODULE_TOKENS, MODULE_TOKENS, dtype=torch.bool).triu(1))
 
         def forward(self, x: Any) -> Any:
             b, t, d = x.shape
             q, k, v = self.qkv(self.norm(x)).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-            a = functional.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, d)
+            # Attention as eager model code writes it (GPT-2's): small ops whose kernels take a few
+            # microseconds. Not scaled_dot_product_attention: a CPU SDPA call costs 40-100 us of
+            # its own setup at any size, an op's cost the attention class prices, which spread over
+            # this case's ops would be charged again to every op of module code.
+            scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d // self.heads))
+            scores = scores.masked_fill(self.causal[:t, :t], float("-inf"))
+            a = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(b, t, d)
             x = x + self.out(a)
             return x + self.down(self.act(self.up(self.norm2(x))))
 
