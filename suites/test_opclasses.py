@@ -4,7 +4,7 @@ calibrated from measurements of this machine (``pytest_charz.models.opclass``).
 Classes and what each case runs (fp32, on the host CPU through PyTorch's eager ops, with the
 threads PyTorch is given): ``elementwise`` (``torch.add``), ``transcendental`` (``torch.exp``, ``tanh``, ``gelu``, ``sigmoid``, ``silu``),
 ``reduction`` (``torch.sum``, and ``torch.mean`` over each row), ``softmax`` and ``norm`` (``layer_norm``) over rows,
-``transpose`` (a transposed copy), ``copy`` (``Tensor.copy_``), ``gemm`` (square, skinny and small
+``transpose`` (a transposed copy), ``copy`` (``Tensor.copy_``, and ``torch.cat`` of two halves), ``gemm`` (square, skinny and small
 inner dimension ``torch.mm``), ``bmm``, ``conv`` (``conv2d`` 3x3), ``attention``
 (``scaled_dot_product_attention``) and ``embedding`` (a row gather). Sizes span small (dispatch
 bound) to past the last-level cache, a factor of 4 or less apart (elementwise sizes) so that a
@@ -33,6 +33,9 @@ ROWS_WIDTH = ((8, 256), (32, 384), (64, 512), (256, 1024), (512, 1024), (4096, 1
 #: A mean over each row (a norm's moment, ``x.pow(2).mean(-1, keepdim=True)``): from one row of
 #: a decode step to a prefill's thousands.
 MEAN_ROWS = ((1, 128), (1, 1024), (16, 1024), (256, 1024), (4096, 1024))
+#: Elements of each of the two halves a ``cat`` joins: from a decode step's key or rotary halves to
+#: a prefill's.
+CAT_ELEMENTS = (64, 1 << 10, 1 << 14, 1 << 18, 1 << 21)
 SQUARE = (64, 96, 128, 192, 256, 384, 512, 1024)
 SKINNY = ((1, 1024, 1024), (4, 2048, 1024), (16, 1024, 2048))
 SMALL_K = ((1024, 1024, 16), (512, 512, 64))
@@ -59,6 +62,7 @@ def _cases() -> list[Any]:
     cases += [pytest.param(("reduction", (n,)), id=f"sum-{n}") for n in ELEMENTS]
     cases += [pytest.param(("reduction", rw), id=f"mean-rows-{rw[0]}x{rw[1]}") for rw in MEAN_ROWS]
     cases += [pytest.param(("copy", (n,)), id=f"copy-{n}") for n in ELEMENTS]
+    cases += [pytest.param(("cat", (n,)), id=f"cat-{n}") for n in CAT_ELEMENTS]
     cases += [pytest.param(("softmax", rw), id=f"softmax-{rw[0]}x{rw[1]}") for rw in ROWS_WIDTH]
     cases += [pytest.param(("norm", rw), id=f"layernorm-{rw[0]}x{rw[1]}") for rw in ROWS_WIDTH]
     cases += [pytest.param(("transpose", (n,)), id=f"transpose-{n}") for n in TRANSPOSE]
@@ -105,6 +109,14 @@ def build(torch: Any, op_class: str, dims: tuple[Any, ...], rng: np.random.Gener
         # y = f(a): read a, write y; one transcendental per element
         return (lambda: call(a)), (lambda: close(call(a), call(a64).numpy())), work(
             n, 2 * n * FP32, "elementwise", {"elements": n, "transcendental": 1, "function": function})
+    if op_class == "cat":
+        (n,) = dims
+        a, b = tensor(n), tensor(n)
+        # c = cat([a, b]): read both halves, write the joined tensor
+        fn_cat: Callable[[], Any] = lambda: torch.cat([a, b])  # noqa: E731
+        expected_cat = np.concatenate([a.numpy(), b.numpy()])
+        return fn_cat, (lambda: close(fn_cat(), expected_cat)), work(
+            0, 4 * n * FP32, "copy", {"elements": 2 * n, "function": "cat", "inputs": 2})
     if op_class == "reduction" and len(dims) == 2:
         rows, width = dims
         x = tensor(rows, width)

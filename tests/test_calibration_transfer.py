@@ -339,3 +339,23 @@ def test_a_mean_over_rows_is_calibrated_apart_from_a_sum_to_a_scalar() -> None:
     assert over_rows.shape["function"] == "mean" and over_rows.shape["outputs"] == 2.0
     assert class_key(row_work) == "reduction.mean:fp32" and class_key(sum_work) == "reduction:fp32"
     assert fallback_keys(row_work)[1:] == ("reduction:fp32", "reduction")
+
+
+def test_a_cat_is_calibrated_apart_from_a_clone() -> None:
+    # a cat of a decode step's few hundred bytes took 6-15 us replayed on the Zen 3 guest, where
+    # the copy class (a clone) keeps 3 us of fixed cost: it has a key of its own
+    import torch
+
+    from pytest_charz.calibration.classes import fallback_keys
+    from pytest_charz.workloads.aten_costs import aten_cost
+
+    a, b = torch.randn(2, 8), torch.randn(2, 8)
+    joined = torch.cat([a, b], -1)
+    cost = aten_cost(torch.ops.aten.cat.default, ([a, b], -1), {}, [a, b], [joined])
+    clone = aten_cost(torch.ops.aten.clone.default, (a,), {}, [a], [a.clone()])
+    assert cost is not None and clone is not None and cost.op_class == clone.op_class == "copy"
+    assert cost.shape["function"] == "cat" and cost.shape["inputs"] == 2.0
+    cat_work = Work(bytes=4.0 * 64, op=cost.op_class, shape={**cost.shape, "dtype": "fp32"})
+    clone_work = Work(bytes=4.0 * 32, op=clone.op_class, shape={**clone.shape, "dtype": "fp32"})
+    assert class_key(cat_work) == "copy.cat:fp32" and class_key(clone_work) == "copy:fp32"
+    assert fallback_keys(cat_work)[1:] == ("copy:fp32", "copy")

@@ -77,19 +77,22 @@ def _framework_suffix(work: "Work") -> str:
     return NUMPY_SUFFIX if allocator_of(framework_of(work)) == "numpy" else ""
 
 
-#: Reductions over a dimension that are fitted under keys of their own (``reduction.mean``) where
-#: the op-class suite has cases of them: a ``mean(-1, keepdim=True)`` of 128 floats took 9.0 us
-#: where a ``sum`` of them took 4.0 and an ``add`` 2.9 (PyTorch 2.13 on one thread of a Xeon
-#: guest); a norm's ``pow(2).mean(-1, keepdim=True)`` is one in every layer of a captured Llama.
-DIM_REDUCTIONS = frozenset({"mean"})
+#: Ops fitted under keys of their own (``<op class>.<function>``, ``shape["function"]``) where the
+#: op-class suite has cases of them, because their fixed cost is not their class's:
+#: * ``reduction.mean``: a ``mean(-1, keepdim=True)`` of 128 floats took 9.0 us where a ``sum``
+#:   of them took 4.0 and an ``add`` 2.9 (PyTorch 2.13 on one thread of a Xeon guest); a norm's
+#:   ``pow(2).mean(-1, keepdim=True)`` is one in every layer of a captured Llama;
+#: * ``copy.cat``: a ``cat`` of a decode step's few hundred bytes took 6-15 us replayed on the Zen
+#:   3 guest, where the copy class (a ``clone``) keeps 3 us of fixed cost.
+FUNCTION_CLASSES = {"reduction": frozenset({"mean"}), "copy": frozenset({"cat"})}
 
 
 def class_key(work: "Work") -> str:
     """``<op class>:<dtype>`` of a work (``gemm:fp32``, ``copy:*``); a transcendental op that
     names its function (``shape["function"]``: ``exp``, ``tanh``...) is ``transcendental.<function>``,
     since each function's math costs its own (``tanh`` ran 2.7x slower per element than ``exp``
-    on the development VMs); a reduction over a dimension of :data:`DIM_REDUCTIONS`
-    (``shape["function"]``, ``reduction.mean``) is one too; a GEMM with m or n of at most
+    on the development VMs); an op of :data:`FUNCTION_CLASSES` (``reduction.mean``,
+    ``copy.cat``) is one too; a GEMM with m or n of at most
     ``SKINNY_DIM`` is ``gemm.skinny``: the
     library runs it on other kernels than a square product, and its efficiency does not follow
     the square GEMMs' curve over FLOPs (on the Zen 4 guest a 16x1024x2048 product reached 64
@@ -99,7 +102,7 @@ def class_key(work: "Work") -> str:
     function = work.shape.get("function")
     if op_class == "transcendental" and isinstance(function, str) and function:
         op_class = f"{op_class}.{function}"
-    elif op_class == "reduction" and function in DIM_REDUCTIONS:
+    elif function in FUNCTION_CLASSES.get(op_class, ()):
         op_class = f"{op_class}.{function}"
     elif op_class == "gemm":
         dims = gemm_dims(work, op_class)

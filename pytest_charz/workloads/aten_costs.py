@@ -262,7 +262,7 @@ def aten_cost(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any], inputs:
         dim = argument(func, args, kwargs, "dim", None)
         if dim not in (None, [], ()):
             # over a dimension (TensorIterator's reduction with kept outputs), not to one scalar:
-            # its function names a class key of its own where calibrated (classes.DIM_REDUCTIONS)
+            # its function names a class key of its own where calibrated (classes.FUNCTION_CLASSES)
             shape.update(function=name, outputs=out_elems)
         return AtenCost("reduction", float(_numel(in_shapes[0])) if in_shapes else in_elems, shape)
     if name in GATHERS:
@@ -275,6 +275,10 @@ def aten_cost(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any], inputs:
         permutes = any(not t.is_contiguous() for t in inputs) and all(t.is_contiguous() for t in outputs) \
             and name in ("clone", "copy_", "copy", "contiguous", "_to_copy")
         attrs = {"cast": True} if name == "_to_copy" and inputs and outputs and inputs[0].dtype != outputs[0].dtype else {}
+        if name == "cat":
+            # a concatenation of a list of tensors: its function names a class key of its own where
+            # calibrated (classes.FUNCTION_CLASSES), its inputs counted
+            return AtenCost("copy", 0.0, {**first_out, "function": "cat", "inputs": float(len(inputs))}, attrs)
         return AtenCost("transpose" if permutes else "copy", 0.0, first_out, attrs)
     if name in FILLS:
         return AtenCost("elementwise", 0.0, first_out, {"fill": True})
