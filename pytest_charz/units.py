@@ -50,13 +50,17 @@ def format_bytes(size: float) -> str:
     return _scaled(size, [(2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"), (1.0, "B")], "{:.4g} {}")
 
 
+#: The formatter of each unit a figure is recorded in; the report layer adds its own quantities.
+UNIT_FORMATTERS = {"FLOP/s": format_flops, "B/s": format_bandwidth, "B": format_bytes, "s": format_time}
+
+
 def format_in(value: float | None, unit: str) -> str:
-    """``value`` of ``unit`` in human units where the unit has them (``FLOP/s``, ``B/s``, ``B``,
-    ``s``: ``263.6 GB/s``, never ``2.636e+11 B/s``), else 4 significant digits and the unit."""
+    """``value`` of ``unit`` in human units where the unit has them (:data:`UNIT_FORMATTERS`:
+    ``264 GB/s``, never ``2.636e+11 B/s``), else 4 significant digits and the unit."""
     if value is None or not math.isfinite(value):
         return "-"
-    formatter = {"FLOP/s": format_flops, "B/s": format_bandwidth, "B": format_bytes, "s": format_time}.get(unit)
+    formatter = UNIT_FORMATTERS.get(unit)
     return formatter(value) if formatter is not None else f"{value:.4g} {unit}".strip()
 
 
-__all__ = ["format_bandwidth", "format_bytes", "format_flops", "format_in", "format_time"]
+__all__ = ["UNIT_FORMATTERS", "format_bandwidth", "format_bytes", "format_flops", "format_in", "format_time"]

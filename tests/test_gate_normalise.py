@@ -247,7 +247,7 @@ class _CpuLike:
         return (clock.now_ns() - start) / 1e9
 
     def flush_caches(self) -> None:
-        pass
+        return None                     # hot samples only: nothing to flush
 
     def check_sample(self) -> None:
         return None

@@ -18,6 +18,7 @@ The rule:
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import subprocess
@@ -138,19 +139,15 @@ def run_interleaved(commands: Sequence[Sequence[str]], envs: Sequence[Mapping[st
                     grant(referee.wait(side, line[5:].strip()))
                 else:                             # EOF (exited) or garbage: the process is out of the protocol
                     selector.unregister(from_child[side])
-                    try:
+                    with contextlib.suppress(OSError):
                         to_child[side].close()           # a process still reading is told so (EOF)
-                    except OSError:
-                        pass
                     grant(referee.exit(side))
         selector.close()
         return [Finished(process.wait(), count) for process, count in zip(processes, turns)]
     finally:
         for pipe in (*to_child, *from_child):
-            try:
+            with contextlib.suppress(OSError):
                 pipe.close()
-            except OSError:
-                pass
         for process in processes:
             if process.poll() is None:
                 process.kill()

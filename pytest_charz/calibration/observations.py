@@ -21,7 +21,7 @@ from typing import Iterable, Sequence, Union
 from ..errors import FormatError, UsageError
 from ..models.base import Uncovered
 from ..models.ceilings import Ceilings
-from ..models.opclass_costs import OpCosts, framework_of, op_class_of
+from ..models.opclass_costs import OpCosts, framework_of, op_class_of, sums_elements
 from ..models.roofline import latency_level
 from ..curves.links import link_figures
 from ..records import Run
@@ -221,10 +221,8 @@ def reduction_rates(cases: Sequence[Observation], costs: OpCosts) -> dict[str, f
     best: dict[str, float] = {}
     for case in cases:
         work = case.work
-        if op_class_of(work) != "reduction" or len(work.flops) != 1 or not work.launches:
+        if not sums_elements(work) or len(work.flops) != 1 or not work.launches:
             continue
-        if work.shape.get("function", "sum") != "sum":
-            continue                             # a mean over rows: the sum cases set the rate
         (dtype, flops), = work.flops.items()
         elements = float(work.shape.get("elements") or flops)
         dispatch = costs.dispatch(framework_of(work)) or 0.0

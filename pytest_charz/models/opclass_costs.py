@@ -110,6 +110,13 @@ def framework_of(work: Work) -> str:
     return found
 
 
+def sums_elements(work: Work) -> bool:
+    """Whether a work is a reduction that sums its elements (``torch.sum``, no other function
+    named): the cases whose rate is the reduction rate a softmax's and a norm's passes are
+    priced from (a ``mean`` over rows has a fixed cost of its own)."""
+    return op_class_of(work) == "reduction" and work.shape.get("function", "sum") == "sum"
+
+
 def module_calls(work: Work) -> float | None:
     """The ``nn.Module`` calls a captured op's host entered since the op before it
     (``shape["module_calls"]``, :mod:`pytest_charz.workloads.capture`); None when not counted (a

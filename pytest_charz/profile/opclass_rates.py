@@ -14,14 +14,13 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from ..models.opclass_costs import framework_of, op_class_of
+from ..models.opclass_costs import framework_of, op_class_of, sums_elements
 from .figures import Case, CaseFigures, time_s
 
 #: Profile figure name per op class of the cases it reads, and the function a transcendental
 #: case must compute to count.
 RATES = {"transcendental": "transcendental", "reduction": "reduction"}
 EXP = "exp"
-SUM = "sum"
 
 
 def _elements(case: Case) -> float:
@@ -43,7 +42,7 @@ def opclass_rates(cases: Sequence[Case], dispatch_s: Mapping[str, float]) -> lis
             continue
         if op_class == "transcendental" and work.shape.get("function", EXP) != EXP:
             continue
-        if op_class == "reduction" and work.shape.get("function", SUM) != SUM:
+        if op_class == "reduction" and not sums_elements(work):
             continue                             # a mean over rows: the sum cases set the rate
         dispatch = dispatch_s.get(framework_of(work), 0.0)
         elapsed = time_s(case)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-from ..units import format_bandwidth, format_bytes, format_flops, format_time
+from ..units import UNIT_FORMATTERS, format_bandwidth, format_bytes, format_flops, format_time
 
 _SI = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""), (1e-3, "m"), (1e-6, "u"), (1e-9, "n"))
 
@@ -59,10 +59,7 @@ def format_number(value: float | None) -> str:
 
 
 _BY_UNIT: dict[str, Callable[[float], str]] = {
-    "FLOP/s": format_flops,
-    "B/s": format_bandwidth,
-    "B": format_bytes,
-    "s": format_time,
+    **UNIT_FORMATTERS,
     "x": format_ratio,
     "%": lambda value: format_percent(value / 100.0),
     "fraction": format_percent,
