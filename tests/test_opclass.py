@@ -243,8 +243,10 @@ def test_an_op_with_a_python_scalar_operand_costs_the_scalar_dispatch() -> None:
                                                                "unit": "s"}]}
     with_scalar = OpClassModel().with_costs(read_op_costs(measured))
     breakdown = with_scalar.predict(scalar_op, Ceilings.from_profile(measured)).breakdown
-    assert breakdown["dispatch:torch-scalar"] == pytest.approx(2.7e-6)
-    assert "dispatch:torch" not in breakdown
+    # the framework's own dispatch and the scalar's extra apart, 2.7 us in all: a calibration
+    # scales the one (every class microbenchmark pays it) and leaves the other as measured
+    assert breakdown["dispatch:torch"] == pytest.approx(1.07e-6)
+    assert breakdown["dispatch:torch-scalar"] == pytest.approx(2.7e-6 - 1.07e-6)
 
 
 FRESH_PAGE_S = 1.7e-6      # the Zen 4 guest: a 40 MiB torch.empty touched once per page, per page

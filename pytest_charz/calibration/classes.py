@@ -27,7 +27,7 @@ Outside the fitted range the prediction is **extrapolated**: the efficiency stay
 knot's, and the interval widens by ``EXTRAPOLATION_WIDENING`` in log space per decade outside,
 and the prediction's notes say so. Below the range a class of one dtype whose smallest cases are
 mostly fixed cost (:func:`small_end`) also keeps that fixed cost: a small op never costs less
-than its class's setup.
+than its class's setup; what is fixed is judged in the model's own kernel time, not the size.
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..errors import FormatError, UsageError
-from ..models.opclass import ALLOC_KIND, gemm_dims
+from ..models.opclass import ALLOC_KIND, dispatch_extra_s, gemm_dims
 from ..models.opclass_costs import GEMM_CLASSES, allocator_of, framework_of, op_class_of, work_dtype
 from .efficiency import (CALIBRATION_VERSION, RECORD_KINDS, EfficiencyTable, check_record_version, conformal_interval,
                          fit_efficiency)
@@ -156,8 +156,8 @@ class ClassFit:
     ops: tuple[str, ...]
     factors: tuple[float, float]
     method: str
-    # The class's time near its smallest cases as a fixed cost plus a cost per unit of size, in
-    # seconds (:func:`small_end`); None when it has fewer than two sizes.
+    # The class's time near its smallest cases as a fixed cost in seconds plus measured seconds
+    # per second of the model's own time (:func:`small_end`); None when it has none.
     small: tuple[float, float] | None = None
 
     def apply(self, prediction: "Prediction", work: "Work", floor_s: float) -> "Prediction":
@@ -169,19 +169,24 @@ class ClassFit:
         kernel's setup: a CPU ``scaled_dot_product_attention`` 37-55 us at any size a decode step
         gives it, whose model priced it at 9 us from its smallest calibrated case's efficiency).
         So there the time is at least the affine line through the class's smallest cases
-        (``small``): their fixed cost plus the smaller work's share."""
+        (``small``): their fixed cost plus the model's kernel time of this work at their rate."""
         size = self.table.size_of(work)
         # the fresh pages of a large output are the operating system's cost, which no class
-        # microbenchmark pays (their outputs stay below the threshold): not the class's efficiency
+        # microbenchmark pays (their outputs stay below the threshold), and a dispatch variant's
+        # extra (a scalar operand, a module call) its own dispatch case's: not the class's efficiency
         pages_s = sum(v for term, v in prediction.breakdown.items() if term.startswith(f"{ALLOC_KIND}:"))
-        time_s = max((prediction.time_s - pages_s) / self.table.at(size) + pages_s, floor_s)
+        unscaled_s = pages_s + dispatch_extra_s(prediction)
+        time_s = max((prediction.time_s - unscaled_s) / self.table.at(size) + unscaled_s, floor_s)
         low, high = self.factors
         notes = list(prediction.notes)
         x = math.log10(size) if size > 0 else self.log10_range[0]
         if x < self.log10_range[0] and self.small is not None:
-            fixed_s, per_size_s = self.small
-            if fixed_s + per_size_s * max(size, 0.0) > time_s:
-                time_s = fixed_s + per_size_s * max(size, 0.0)
+            fixed_s, per_model_s = self.small
+            # the fixed cost holds the framework's own dispatch (small_end's line is in kernel time)
+            dispatch_s = sum(v for term, v in prediction.breakdown.items() if term.startswith("dispatch:"))
+            floor = fixed_s + per_model_s * max(prediction.time_s - pages_s - dispatch_s, 0.0) + unscaled_s
+            if floor > time_s:
+                time_s = floor
                 notes.append(f"below the calibrated range of {self.key}: its smallest cases' fixed cost "
                              f"{fixed_s * 1e6:.3g} us plus this work's share")
         outside = max(self.log10_range[0] - x, x - self.log10_range[1], 0.0)
@@ -199,7 +204,7 @@ class ClassFit:
         return {"version": CALIBRATION_VERSION, "kind": RECORD_KINDS["ClassFit"], "key": self.key, "table": self.table.to_json(),
                 "log10_range": list(self.log10_range), "n": self.n, "ops": list(self.ops),
                 "factors": list(self.factors), "method": self.method,
-                "small": list(self.small) if self.small is not None else None}
+                "small_end": list(self.small) if self.small is not None else None}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "ClassFit":
@@ -207,7 +212,9 @@ class ClassFit:
         try:
             low, high = data["log10_range"]
             f_low, f_high = data["factors"]
-            small = data.get("small")             # absent in files written before it
+            # absent in files written before it; such a file's "small" was a line in the
+            # class's size (fixed cost mistaken on memory-bound cases): not read
+            small = data.get("small_end")
             return cls(str(data["key"]), EfficiencyTable.from_json(data["table"]), (float(low), float(high)),
                        int(data["n"]), tuple(str(o) for o in data.get("ops") or ()), (float(f_low), float(f_high)),
                        str(data["method"]), (float(small[0]), float(small[1])) if small else None)
@@ -231,21 +238,30 @@ Point = tuple["Work", float, float, str]
 SMALL_END_FIXED_SHARE = 0.5
 
 
-def small_end(table: EfficiencyTable, members: Sequence[Point]) -> tuple[float, float] | None:
-    """``(fixed seconds, seconds per unit of size)``: the line through the median measured time
-    of the class's smallest size and of its next (sizes in ``table.size``'s amount), the fixed
-    cost never below zero and the slope never negative; None with fewer than two sizes, or when
-    the fixed cost is under ``SMALL_END_FIXED_SHARE`` of the smallest case's time."""
-    times: dict[float, list[float]] = {}
-    for work, _, measured_s, _ in members:
-        times.setdefault(table.size_of(work), []).append(measured_s)
-    sizes = sorted(size for size in times if size > 0)
-    if len(sizes) < 2:
+def small_end(table: EfficiencyTable, members: Sequence[Point],
+              host_s: Mapping[int, float] | None = None) -> tuple[float, float] | None:
+    """``(fixed seconds, measured seconds per second of the model's kernel time)``: the line, in
+    the model's own (uncalibrated) kernel time (its time less its dispatch, ``host_s`` by the
+    point's id), through the class's two sizes the model prices smallest (each the median of its
+    cases), the fixed cost never below zero and the slope never negative; None with fewer than two
+    such sizes, or when the fixed cost is under ``SMALL_END_FIXED_SHARE`` of the smallest one's
+    time. Against the model's time, not the size: a case bound by its bytes (a skinny GEMM reading
+    its weights) has that cost in the model's time already, and only what the model's kernel does
+    not explain is fixed."""
+    host_s = host_s or {}
+    by_size: dict[float, list[tuple[float, float]]] = {}
+    for point in members:
+        work, predicted_s, measured_s, _ = point
+        kernel_s = max(predicted_s - host_s.get(id(point), 0.0), 0.0)
+        by_size.setdefault(table.size_of(work), []).append((kernel_s, measured_s))
+    medians = sorted((statistics.median(k for k, _ in pairs), statistics.median(m for _, m in pairs))
+                     for size, pairs in by_size.items() if size > 0)
+    medians = [(k, m) for k, m in medians if k > 0]
+    if len(medians) < 2 or medians[1][0] <= medians[0][0]:
         return None
-    (s0, s1) = sizes[:2]
-    t0, t1 = statistics.median(times[s0]), statistics.median(times[s1])
-    slope = max((t1 - t0) / (s1 - s0), 0.0)
-    fixed = max(t0 - slope * s0, 0.0)
+    (k0, t0), (k1, t1) = medians[:2]
+    slope = max((t1 - t0) / (k1 - k0), 0.0)
+    fixed = max(t0 - slope * k0, 0.0)
     if fixed < SMALL_END_FIXED_SHARE * t0:
         return None
     return fixed, slope
@@ -267,16 +283,20 @@ def _groups(points: Sequence[Point]) -> dict[str, list[Point]]:
     return groups
 
 
-def fit_classes(points: Sequence[Point], level: float) -> dict[str, ClassFit]:
+def fit_classes(points: Sequence[Point], level: float, host_s: Sequence[float] | None = None) -> dict[str, ClassFit]:
     """Class fits of ``points`` (module docstring); classes whose works have no positive size are
-    left out."""
-    return fit_classes_with_residuals(points, level)[0]
+    left out. ``host_s``: per point, the seconds of its predicted time that are its dispatch
+    (:func:`small_end`; none when not given)."""
+    return fit_classes_with_residuals(points, level, host_s)[0]
 
 
-def fit_classes_with_residuals(points: Sequence[Point], level: float) -> tuple[dict[str, ClassFit], list[float | None]]:
+def fit_classes_with_residuals(points: Sequence[Point], level: float, host_s: Sequence[float] | None = None
+                               ) -> tuple[dict[str, ClassFit], list[float | None]]:
     """Class fits and, per point, its leave-one-out log residual ``ln(measured / calibrated)`` in
     its class key (None for a point of no class or of no positive size; the ends of a class's
-    sizes included, though only interior residuals set the interval factors)."""
+    sizes included, though only interior residuals set the interval factors). ``host_s`` as for
+    :func:`fit_classes`."""
+    hosts = {id(point): seconds for point, seconds in zip(points, host_s or ())}
     fits: dict[str, tuple[EfficiencyTable, list[Point]]] = {}
     for key, members in _groups(points).items():
         amount = size_amount(key.split(":", 1)[0].split(".", 1)[0].split("@", 1)[0])
@@ -325,7 +345,7 @@ def fit_classes_with_residuals(points: Sequence[Point], level: float) -> tuple[d
                             tuple(sorted({op for _, _, _, op in members})), factors, method,
                             # a pooled key (every dtype, or no dtype) mixes cases whose small
                             # ends differ: only a class of one dtype has one
-                            small_end(table, members) if _one_dtype(key) else None)
+                            small_end(table, members, hosts) if _one_dtype(key) else None)
     return out, [by_point.get(id(point)) for point in points]
 
 

@@ -143,7 +143,8 @@ def _fit_by_class(model: Model, ceilings: Ceilings, points: Sequence[tuple[Obser
     from .classes import fit_classes_with_residuals
 
     classes, by_point = fit_classes_with_residuals(
-        [(c.work, p.time_s, c.measured_s, c.work.op) for c, p in points], level)
+        [(c.work, p.time_s, c.measured_s, c.work.op) for c, p in points], level,
+        [sum(v for term, v in p.breakdown.items() if term.startswith("dispatch:")) for _, p in points])
     residuals: dict[str, list[float]] = {}
     for (_, prediction), residual in zip(points, by_point):
         if residual is not None:

@@ -50,7 +50,7 @@ from .comm import collective_terms, transfer_terms
 from .gemm import GemmParams, gemm_compute_terms, gemm_tiling
 from .launch import launch_terms
 from .opclass_alloc import ALLOC_KIND, FRESH_OUTPUT_BYTES, allocation_terms, output_bytes  # noqa: F401
-from .opclass_costs import GEMM_CLASSES, OpCosts, framework_of, gemm_dims, op_class_of, shape_dim, work_dtype
+from .opclass_costs import GEMM_CLASSES, OpCosts, allocator_of, framework_of, gemm_dims, op_class_of, shape_dim, work_dtype
 from .roofline import latency_terms, target_label
 
 #: Matrix dimension at which a GEMM reaches half its large-square efficiency, per target kind: the
@@ -287,8 +287,30 @@ def dispatch_terms(work: Work, ceilings: Ceilings, costs: OpCosts) -> dict[str, 
         if seconds is None:
             raise Uncovered(f"no {framework} dispatch or launch figure on {target_label(ceilings)} for "
                             f"{work.launches} op(s) (the runtime suite's dispatch cases measure it)")
+        base = allocator_of(framework)
+        base_s = costs.dispatch(base) if base != framework else None
+        if base_s is not None and base_s <= seconds:
+            # a variant (a scalar operand's wrapping, a module call's code): the framework's own
+            # dispatch, which every class microbenchmark pays, and the variant's extra apart
+            # (dispatch_extra_s: a calibration scales the one, not the other)
+            return {f"dispatch:{base}": work.launches * base_s,
+                    f"dispatch:{framework}": work.launches * (seconds - base_s)}
         return {f"dispatch:{framework}": work.launches * seconds}
     return launch_terms(work, ceilings)
+
+
+def dispatch_extra_s(prediction: Prediction) -> float:
+    """The seconds of a prediction's dispatch that a variant adds to its framework's own (a scalar
+    operand's wrapping, a module call's code: ``dispatch:torch-scalar`` beside ``dispatch:torch``,
+    :func:`dispatch_terms`), as measured by the variant's own dispatch case: a class's calibration,
+    fitted on cases that pay only the framework's dispatch, leaves it as measured."""
+    extra = 0.0
+    for term, seconds in prediction.breakdown.items():
+        kind, _, framework = term.partition(":")
+        base = allocator_of(framework)
+        if kind == "dispatch" and base != framework and f"dispatch:{base}" in prediction.breakdown:
+            extra += seconds
+    return extra
 
 
 @dataclass(frozen=True)
