@@ -236,11 +236,15 @@ def net_bandwidths(cases: Sequence[Observation], costs: OpCosts) -> dict[str, Fi
     """Best bytes/s per level of framework ops net of their dispatch: ``bytes / (time - launches
     x dispatch)`` over single-level cases of a memory op class whose time is at least twice their
     dispatch. A small op's bytes over its whole time would charge its dispatch a second time, as
-    bandwidth, once the op-class model adds the dispatch itself."""
+    bandwidth, once the op-class model adds the dispatch itself. A case that names its function (a
+    ``mean`` over rows, a ``cat``: classes.FUNCTION_CLASSES) has a fixed cost of its own beyond the
+    dispatch and a key of its own: it sets no level's bandwidth (a mean of one 128-wide row, 9 us,
+    was the only L1 case over twice a 2.7 us dispatch on a slow Xeon round, and made L1 0.7 GB/s)."""
     best: dict[str, tuple[float, int]] = {}
     for case in cases:
         work = case.work
-        if op_class_of(work) not in _MEMORY_CLASSES or len(work.bytes) != 1 or not work.launches:
+        if op_class_of(work) not in _MEMORY_CLASSES or len(work.bytes) != 1 or not work.launches \
+                or "function" in work.shape:
             continue
         dispatch = costs.dispatch(framework_of(work))
         if dispatch is None or case.measured_s < 2 * work.launches * dispatch:
