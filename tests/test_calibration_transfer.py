@@ -359,3 +359,21 @@ def test_a_cat_is_calibrated_apart_from_a_clone() -> None:
     clone_work = Work(bytes=4.0 * 32, op=clone.op_class, shape={**clone.shape, "dtype": "fp32"})
     assert class_key(cat_work) == "copy.cat:fp32" and class_key(clone_work) == "copy:fp32"
     assert fallback_keys(cat_work)[1:] == ("copy:fp32", "copy")
+
+
+def test_a_captured_copy_states_its_dtype() -> None:
+    # failure kind: a captured cat had bytes and no FLOPs, so no dtype: its key was copy.cat:*,
+    # calibrated by nothing, and it was priced by the pooled copy class instead of copy.cat:fp32
+    import torch
+
+    from pytest_charz.workloads.capture import capture
+
+    class Rotate(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            half = x.shape[-1] // 2
+            return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+    ops = capture(Rotate(), torch.randn(2, 4, 8)).ops
+    cat = next(op for op in ops if op.work.shape.get("function") == "cat")
+    assert cat.work.shape["dtype"] == "fp32" and class_key(cat.work) == "copy.cat:fp32"
+    assert all(op.work.shape.get("dtype") == "fp32" for op in ops if not op.work.flops)

@@ -68,8 +68,13 @@ class Emitter:
         if accumulate:
             facts["accumulate"] = accumulate
         facts.update(attrs or {})
+        shape: dict[str, Any] = {"elements": float(outs[0].numel) if outs else 0.0}
+        if not flops and dtype:
+            shape["dtype"] = dtype          # a copy's class is calibrated per dtype, as a captured one
+        if aten == "cat":
+            shape.update(function="cat", inputs=float(len(ins)))     # as the capture records a cat
         work = Work(flops={dtype: float(flops)} if flops and dtype else {}, bytes=moved, launches=1, op=op_class,
-                    shape={"elements": float(outs[0].numel) if outs else 0.0})
+                    shape=shape)
         self.ops.append(Op(name=name, op_class=op_class, source="built", deps=tuple(dict.fromkeys(deps)), work=work,
                            inputs=tuple(ins), outputs=tuple(outs), attrs=facts))
         return name

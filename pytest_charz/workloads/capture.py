@@ -139,6 +139,10 @@ class Recorder:
         if torch._C._current_graph_task_id() != -1:
             attrs["backward"] = True
         shape = dict(cost.shape)
+        if not flops and dtype in DTYPES and "dtype" not in shape:
+            # a copy, a gather, a fill: bytes only, so the dtype its class is calibrated per
+            # (opclass_costs.work_dtype) is stated, as the suite's cases state it
+            shape["dtype"] = dtype
         if "backward" not in attrs:
             # nn.Module calls the host entered since the previous op: none for a bare aten op
             # of a forward (its bare dispatch), each one's Python for the first op of a call
