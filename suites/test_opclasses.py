@@ -41,7 +41,10 @@ SKINNY = ((1, 1024, 1024), (4, 2048, 1024), (16, 1024, 2048))
 SMALL_K = ((1024, 1024, 16), (512, 512, 64))
 BMM = ((16, 64, 64, 64), (32, 128, 128, 32), (8, 256, 256, 64))
 CONV = ((1, 8, 16, 64, 64), (1, 16, 32, 32, 32), (1, 32, 64, 32, 32), (4, 64, 64, 16, 16))   # batch, c_in, c_out, h, w
-ATTENTION = ((1, 4, 128, 32), (1, 4, 256, 64), (2, 8, 256, 64))          # batch, heads, seq, head dim
+#: batch, heads, query length, key length, head dim: a decode step's single query over its cache
+#: and a short prompt's, where a fused attention's fixed cost is most of its time, up to a prefill's
+ATTENTION = ((1, 4, 1, 64, 32), (1, 8, 1, 1024, 64), (1, 4, 32, 32, 32), (1, 4, 128, 128, 32), (1, 4, 256, 256, 64),
+             (2, 8, 256, 256, 64))
 GATHER = ((64, 256), (256, 256), (1024, 256), (8192, 512))                # rows gathered, width
 TABLE_ROWS = 32768
 TRANSPOSE = (64, 128, 256, 512, 1024, 2048)
@@ -199,14 +202,14 @@ def build(torch: Any, op_class: str, dims: tuple[Any, ...], rng: np.random.Gener
         return fn, lambda: close(fn(), reference, 1e-3), work(flops, moved, "conv", {
             "batch": batch, "in_channels": cin, "out_channels": cout, "kernel_h": 3, "kernel_w": 3, "groups": 1})
     if op_class == "attention":
-        batch, heads, seq, d = dims
-        q, k_, v = tensor(batch, heads, seq, d), tensor(batch, heads, seq, d), tensor(batch, heads, seq, d)
+        batch, heads, s_q, s_kv, d = dims
+        q, k_, v = tensor(batch, heads, s_q, d), tensor(batch, heads, s_kv, d), tensor(batch, heads, s_kv, d)
         fn = lambda: torch.nn.functional.scaled_dot_product_attention(q, k_, v)  # noqa: E731
         reference = torch.nn.functional.scaled_dot_product_attention(q.double(), k_.double(), v.double()).numpy()
-        # 4 b h s^2 d FLOPs (QK^T and PV, the full score matrix); read q, k, v, write the output
+        # 4 b h s_q s_kv d FLOPs (QK^T and PV, the full score matrix); read q, k, v, write the output
         return fn, lambda: close(fn(), reference, 1e-3), work(
-            4.0 * batch * heads * seq * seq * d, 4 * batch * heads * seq * d * FP32, "attention",
-            {"batch": batch, "heads": heads, "s_q": seq, "s_kv": seq, "d": d})
+            4.0 * batch * heads * s_q * s_kv * d, 2 * batch * heads * (s_q + s_kv) * d * FP32, "attention",
+            {"batch": batch, "heads": heads, "s_q": s_q, "s_kv": s_kv, "d": d})
     rows, width = dims
     table = tensor(TABLE_ROWS, width)
     ids = torch.from_numpy(rng.integers(0, TABLE_ROWS, rows))
