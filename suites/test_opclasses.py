@@ -5,7 +5,7 @@ Classes and what each case runs (fp32, on the host CPU through PyTorch's eager o
 threads PyTorch is given): ``elementwise`` (``torch.add``), ``transcendental`` (``torch.exp``, ``tanh``, ``gelu``, ``sigmoid``, ``silu``),
 ``reduction`` (``torch.sum``, and ``torch.mean`` over each row), ``softmax`` and ``norm`` (``layer_norm``) over rows,
 ``transpose`` (a transposed copy), ``copy`` (``Tensor.copy_``, and ``torch.cat`` of two halves), ``gemm`` (square, skinny and small
-inner dimension ``torch.mm``), ``bmm``, ``conv`` (``conv2d`` 3x3), ``attention``
+inner dimension ``torch.mm``, and linear layers' ``F.linear``), ``bmm``, ``conv`` (``conv2d`` 3x3), ``attention``
 (``scaled_dot_product_attention``) and ``embedding`` (a row gather). Sizes span small (dispatch
 bound) to past the last-level cache, a factor of 4 or less apart (elementwise sizes) so that a
 case left out of its class's fit is still predicted between near neighbours: the class intervals
@@ -39,6 +39,11 @@ CAT_ELEMENTS = (64, 1 << 10, 1 << 14, 1 << 18, 1 << 21)
 SQUARE = (64, 96, 128, 192, 256, 384, 512, 1024)
 SKINNY = ((1, 1024, 1024), (4, 2048, 1024), (16, 1024, 2048))
 SMALL_K = ((1024, 1024, 16), (512, 512, 64))
+#: m, n, k of linear layers (``F.linear(x, W)``, W stored (n, k) as ``nn.Linear`` keeps it): a
+#: decode step's projections and a short prompt's, where the transposed weight takes other kernels
+#: than ``a @ b`` (32x128x512: 72 us against 37 on one Xeon core)
+LINEAR = ((1, 128, 128), (1, 512, 512), (4, 512, 128), (16, 1024, 1024), (32, 128, 128), (32, 128, 512),
+          (32, 512, 128), (128, 512, 512))
 BMM = ((16, 64, 64, 64), (32, 128, 128, 32), (8, 256, 256, 64))
 CONV = ((1, 8, 16, 64, 64), (1, 16, 32, 32, 32), (1, 32, 64, 32, 32), (4, 64, 64, 16, 16))   # batch, c_in, c_out, h, w
 #: batch, heads, query length, key length, head dim: a decode step's single query over its cache
@@ -71,6 +76,7 @@ def _cases() -> list[Any]:
     cases += [pytest.param(("transpose", (n,)), id=f"transpose-{n}") for n in TRANSPOSE]
     cases += [pytest.param(("gemm", (n, n, n)), id=f"mm-{n}") for n in SQUARE]
     cases += [pytest.param(("gemm", mnk), id=f"mm-{mnk[0]}x{mnk[1]}x{mnk[2]}") for mnk in SKINNY + SMALL_K]
+    cases += [pytest.param(("linear", mnk), id=f"linear-{mnk[0]}x{mnk[1]}x{mnk[2]}") for mnk in LINEAR]
     cases += [pytest.param(("bmm", b), id=f"bmm-{b[0]}x{b[1]}x{b[2]}x{b[3]}") for b in BMM]
     cases += [pytest.param(("conv", c), id=f"conv3x3-{'x'.join(map(str, c))}") for c in CONV]
     cases += [pytest.param(("attention", a), id=f"sdpa-{'x'.join(map(str, a))}") for a in ATTENTION]
@@ -186,6 +192,13 @@ def build(torch: Any, op_class: str, dims: tuple[Any, ...], rng: np.random.Gener
         # C = A B: 2mnk FLOPs; read A and B, write C
         return (lambda: torch.mm(a, b)), (lambda: close(torch.mm(a, b), a.double().numpy() @ b.double().numpy(), 1e-3)), work(
             2.0 * m * n * k, (m * k + k * n + m * n) * FP32, "gemm", {"m": m, "n": n, "k": k})
+    if op_class == "linear":
+        m, n, k = dims
+        x, weight = tensor(m, k), tensor(n, k)
+        fn = lambda: torch.nn.functional.linear(x, weight)  # noqa: E731
+        # y = x W^T: 2mnk FLOPs; read x and W, write y
+        return fn, (lambda: close(fn(), x.double().numpy() @ weight.double().numpy().T, 1e-3)), work(
+            2.0 * m * n * k, (m * k + k * n + m * n) * FP32, "gemm", {"m": m, "n": n, "k": k, "linear": 1})
     if op_class == "bmm":
         batch, m, n, k = dims
         a, b = tensor(batch, m, k), tensor(batch, k, n)

@@ -86,7 +86,8 @@ def test_a_calibration_with_classes_applies_them_before_its_tables() -> None:
 
 
 def test_a_transcendental_function_is_calibrated_on_its_own_and_falls_back_to_the_class() -> None:
-    from pytest_charz.calibration.classes import class_key, lookup
+    from pytest_charz.calibration.class_keys import class_key
+    from pytest_charz.calibration.classes import lookup
 
     tanh = Work(flops=1e6, bytes=8e6, op="elementwise", shape={"transcendental": 1, "function": "tanh"})
     erf = Work(flops=1e6, bytes=8e6, op="elementwise", shape={"transcendental": 1, "function": "erf"})

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from pytest_charz.calibration.classes import class_key, fallback_keys, lookup_keys
+from pytest_charz.calibration.class_keys import class_key, fallback_keys, lookup_keys
 from pytest_charz.calibration.fit import fit
 from pytest_charz.calibration.observations import Observation
 from pytest_charz.models import Ceilings

@@ -237,7 +237,7 @@ def net_bandwidths(cases: Sequence[Observation], costs: OpCosts) -> dict[str, Fi
     x dispatch)`` over single-level cases of a memory op class whose time is at least twice their
     dispatch. A small op's bytes over its whole time would charge its dispatch a second time, as
     bandwidth, once the op-class model adds the dispatch itself. A case that names its function (a
-    ``mean`` over rows, a ``cat``: classes.FUNCTION_CLASSES) has a fixed cost of its own beyond the
+    ``mean`` over rows, a ``cat``: class_keys.FUNCTION_CLASSES) has a fixed cost of its own beyond the
     dispatch and a key of its own: it sets no level's bandwidth (a mean of one 128-wide row, 9 us,
     was the only L1 case over twice a 2.7 us dispatch on a slow Xeon round, and made L1 0.7 GB/s)."""
     best: dict[str, tuple[float, int]] = {}

@@ -179,7 +179,7 @@ def _composite_product(name: str, shapes: list[tuple[int, ...]], out: list[tuple
     k = a[-1]
     if name == "linear":
         m, n = _numel(a[:-1]), b[0]
-        return AtenCost("gemm", 2.0 * m * n * k, {"m": m, "n": n, "k": k})
+        return AtenCost("gemm", 2.0 * m * n * k, {"m": m, "n": n, "k": k, "linear": 1})
     n = b[-1] if len(b) >= 2 else 1
     if len(b) <= 2:
         m = _numel(a[:-1])
@@ -220,7 +220,12 @@ def aten_cost(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any], inputs:
     in_elems = float(sum(_numel(s) for s in in_shapes))
     first_out = {"elements": out_elems}
     if name in GEMMS:
-        return _gemm(name, in_shapes, out_shapes)
+        cost = _gemm(name, in_shapes, out_shapes)
+        weight = inputs[-1] if name in ("mm", "addmm") and inputs else None
+        if weight is not None and weight.dim() == 2 and not weight.is_contiguous() and weight.t().is_contiguous():
+            # x @ W^T with W stored (n, k), as nn.Linear keeps it: a linear layer lowered to mm
+            return AtenCost(cost.op_class, cost.flops, {**cost.shape, "linear": 1}, cost.attrs)
+        return cost
     if name in COMPOSITE_PRODUCTS and len(in_shapes) >= 2 and len(in_shapes[0]) >= 2 and len(in_shapes[1]) >= 1:
         return _composite_product(name, in_shapes, out_shapes)
     if name == "dropout" and not argument(func, args, kwargs, "train", True):
@@ -262,7 +267,7 @@ def aten_cost(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any], inputs:
         dim = argument(func, args, kwargs, "dim", None)
         if dim not in (None, [], ()):
             # over a dimension (TensorIterator's reduction with kept outputs), not to one scalar:
-            # its function names a class key of its own where calibrated (classes.FUNCTION_CLASSES)
+            # its function names a class key of its own where calibrated (class_keys.FUNCTION_CLASSES)
             shape.update(function=name, outputs=out_elems)
         return AtenCost("reduction", float(_numel(in_shapes[0])) if in_shapes else in_elems, shape)
     if name in GATHERS:
@@ -277,7 +282,7 @@ def aten_cost(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any], inputs:
         attrs = {"cast": True} if name == "_to_copy" and inputs and outputs and inputs[0].dtype != outputs[0].dtype else {}
         if name == "cat":
             # a concatenation of a list of tensors: its function names a class key of its own where
-            # calibrated (classes.FUNCTION_CLASSES), its inputs counted
+            # calibrated (class_keys.FUNCTION_CLASSES), its inputs counted
             return AtenCost("copy", 0.0, {**first_out, "function": "cat", "inputs": float(len(inputs))}, attrs)
         return AtenCost("transpose" if permutes else "copy", 0.0, first_out, attrs)
     if name in FILLS:

@@ -172,7 +172,8 @@ def gemm(name: str, m: int, n: int, k: int, p: Precision, deps: Iterable[str], *
         if m >= DEQUANT_MATMUL_TOKENS:
             extra["dequantize_first"] = True
     return Op(name=name, op_class=op_class, source="built", deps=tuple(deps),
-              work=Work(flops={flops_dtype: 2.0 * m * n * k}, bytes=moved, launches=1, op=op_class, shape={"m": m, "n": n, "k": k}),
+              work=Work(flops={flops_dtype: 2.0 * m * n * k}, bytes=moved, launches=1, op=op_class,
+                        shape={"m": m, "n": n, "k": k, **({"linear": 1} if op_class == "gemm" else {})}),
               inputs=(TensorSpec((m, k), in_dtype), TensorSpec((n, stored_k), weight_dtype)),
               outputs=(TensorSpec((m, n), p.act),), attrs=_attrs(layer, owned, weight_bytes, extra))
 

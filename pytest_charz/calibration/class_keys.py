@@ -1,0 +1,112 @@
+"""Class keys: what key a work is calibrated under (:mod:`.classes` fits one curve per key).
+
+A suite case's variant keys (``gemm:fp32@kernel=..,threads=..``) are carried by no user's Work,
+so a model with op-class figures is calibrated per **class key**: ``<op class>:<dtype>``
+(:func:`~pytest_charz.models.opclass_costs.op_class_of`,
+:func:`~pytest_charz.models.opclass_costs.work_dtype`), with keys of their own for what costs its
+own within a class (:func:`class_key`), and the fallbacks a work is fitted and looked up under
+(:func:`fallback_keys`, :func:`lookup_keys`).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..models.opclass import gemm_dims
+from ..models.opclass_costs import GEMM_CLASSES, allocator_of, framework_of, op_class_of, work_dtype
+
+if TYPE_CHECKING:
+    from ..work import Work
+
+#: A GEMM whose m or n is at most this is ``gemm.skinny`` (a matrix-vector-like product: a decode
+#: step's projections, a small batch's linear layers).
+SKINNY_DIM = 16
+
+
+#: The suffix of a NumPy work's class keys (``copy@numpy:fp32``): NumPy's elementwise, copy and
+#: reduction kernels and its allocator are not PyTorch's (a NumPy ``copyto`` into an existing
+#: array against a PyTorch ``clone`` that allocates), so those classes are calibrated on NumPy
+#: cases apart. A GEMM runs the BLAS either way, and a dispatch case is its framework's own.
+NUMPY_SUFFIX = "@numpy"
+_SHARED_CLASSES = GEMM_CLASSES | {"dispatch", "wakeup", "allocation", "latency", "transfer", "collective"}
+
+
+def _framework_suffix(work: "Work") -> str:
+    if op_class_of(work) in _SHARED_CLASSES:
+        return ""
+    return NUMPY_SUFFIX if allocator_of(framework_of(work)) == "numpy" else ""
+
+
+#: Ops fitted under keys of their own (``<op class>.<function>``, ``shape["function"]``) where the
+#: op-class suite has cases of them, because their fixed cost is not their class's:
+#: * ``reduction.mean``: a ``mean(-1, keepdim=True)`` of 128 floats took 9.0 us where a ``sum``
+#:   of them took 4.0 and an ``add`` 2.9 (PyTorch 2.13 on one thread of a Xeon guest); a norm's
+#:   ``pow(2).mean(-1, keepdim=True)`` is one in every layer of a captured Llama;
+#: * ``copy.cat``: a ``cat`` of a decode step's few hundred bytes took 6-15 us replayed on the Zen
+#:   3 guest, where the copy class (a ``clone``) keeps 3 us of fixed cost.
+FUNCTION_CLASSES = {"reduction": frozenset({"mean"}), "copy": frozenset({"cat"})}
+
+
+def class_key(work: "Work") -> str:
+    """``<op class>:<dtype>`` of a work (``gemm:fp32``, ``copy:*``); a transcendental op that
+    names its function (``shape["function"]``: ``exp``, ``tanh``...) is ``transcendental.<function>``,
+    since each function's math costs its own (``tanh`` ran 2.7x slower per element than ``exp``
+    on the development VMs); an op of :data:`FUNCTION_CLASSES` (``reduction.mean``,
+    ``copy.cat``) is one too; a GEMM with m or n of at most
+    ``SKINNY_DIM`` is ``gemm.skinny``: the
+    library runs it on other kernels than a square product, and its efficiency does not follow
+    the square GEMMs' curve over FLOPs (on the Zen 4 guest a 16x1024x2048 product reached 64
+    GFLOP/s and an 8x1024x4096 one, of the same FLOPs, 36; a 384-square one, 100). A linear
+    layer's product (``shape["linear"]``: x @ W^T, W stored as ``nn.Linear`` keeps it) is
+    ``gemm.linear`` / ``gemm.skinny.linear``: the transposed operand takes other kernels at small
+    sizes (32x128x512: 37 us as ``a @ b``, 72 us as ``F.linear`` on one Xeon core). A NumPy work's
+    op class carries ``@numpy`` (``copy@numpy:fp32``)."""
+    op_class = op_class_of(work)
+    function = work.shape.get("function")
+    if op_class == "transcendental" and isinstance(function, str) and function:
+        op_class = f"{op_class}.{function}"
+    elif function in FUNCTION_CLASSES.get(op_class, ()):
+        op_class = f"{op_class}.{function}"
+    elif op_class == "gemm":
+        dims = gemm_dims(work, op_class)
+        if dims is not None and min(dims[0], dims[1]) <= SKINNY_DIM:
+            op_class = f"{op_class}.skinny"
+        if work.shape.get("linear"):
+            op_class = f"{op_class}.linear"
+    return f"{op_class}{_framework_suffix(work)}:{work_dtype(work)}"
+
+
+def fallback_keys(work: "Work") -> tuple[str, ...]:
+    """The keys a work is fitted under, most specific first: its class key, its op class and
+    dtype (every function pooled), its op class (every dtype pooled); a NumPy work's keys carry
+    ``@numpy`` (:data:`NUMPY_SUFFIX`), so NumPy and PyTorch cases are fitted apart."""
+    op_class = op_class_of(work) + _framework_suffix(work)
+    own = class_key(work)
+    # a linear layer's product falls back to the product of its shape first (gemm.skinny)
+    product = own.replace(".linear", "") if own.split(":", 1)[0].endswith(".linear") else own
+    return tuple(dict.fromkeys((own, product, f"{op_class}:{work_dtype(work)}", op_class)))
+
+
+def lookup_keys(work: "Work") -> tuple[str, ...]:
+    """The keys a work's calibration is looked up by: its own framework's (:func:`fallback_keys`),
+    then the other framework's (a calibration with cases of one framework only prices both, as
+    one without the split did)."""
+    own = fallback_keys(work)
+    if op_class_of(work) in _SHARED_CLASSES:
+        return own
+    suffix = _framework_suffix(work)
+    other = tuple(key.replace(NUMPY_SUFFIX, "") if suffix else key.replace(":", NUMPY_SUFFIX + ":", 1)
+                  if ":" in key else key + NUMPY_SUFFIX for key in own)
+    return tuple(dict.fromkeys((*own, *other)))
+
+
+def size_amount(op_class: str) -> str:
+    """The Work amount a class's efficiency is a function of."""
+    if op_class in GEMM_CLASSES:
+        return "flops"
+    if op_class == "dispatch":
+        return "launches"
+    if op_class == "latency":
+        return "accesses"
+    if op_class == "transfer":
+        return "transfers"
+    return "bytes"
