@@ -196,13 +196,14 @@ class Recorder:
                    and spec.alias_info.is_write and hasattr(a, "shape")]
         # copy_ overwrites its destination without reading it
         reads = [t for t in tensor_args if not (name == "copy_" and t is args[0])]
-        # a Python number (or a 0-dim tensor) as an elementwise op's operand beside a tensor:
-        # PyTorch wraps and promotes it on every call, which costs more than twice a plain op's
-        # dispatch (dispatch:torch-scalar)
-        operands = list(args[:2])
-        scalar = cost.op_class == "elementwise" and any(t.dim() for t in operands if isinstance(t, torch.Tensor)) and \
-            any((isinstance(a, (int, float)) and not isinstance(a, bool)) or (isinstance(a, torch.Tensor) and a.dim() == 0)
-                for a in operands)
+        # a Python number where the op takes a tensor (``x * 0.5``: mul.Tensor), or a 0-dim
+        # tensor, as an elementwise op's operand beside a tensor: PyTorch wraps and promotes it on
+        # every call, which costs more than twice a plain op's dispatch (dispatch:torch-scalar);
+        # a number the op takes as a number (``x.pow(2)``: pow.Tensor_Scalar) is not wrapped
+        operands = list(zip(args[:2], func._schema.arguments[:2]))
+        scalar = cost.op_class == "elementwise" and any(a.dim() for a, _ in operands if isinstance(a, torch.Tensor)) and \
+            any((isinstance(a, (int, float)) and not isinstance(a, bool) and str(spec.type) == "Tensor")
+                or (isinstance(a, torch.Tensor) and a.dim() == 0) for a, spec in operands)
         self.record(name, str(func), cost, reads, outputs or mutated, gather=cost.attrs.get("gather", False),
                     written=(outputs + mutated) or None, inplace=bool(mutated), scalar_operand=scalar)
         return out
