@@ -4,7 +4,7 @@ calibrated from measurements of this machine (``pytest_charz.models.opclass``).
 Classes and what each case runs (fp32, on the host CPU through PyTorch's eager ops, with the
 threads PyTorch is given): ``elementwise`` (``torch.add``), ``transcendental`` (``torch.exp``, ``tanh``, ``gelu``, ``sigmoid``, ``silu``),
 ``reduction`` (``torch.sum``, and ``torch.mean`` over each row), ``softmax`` and ``norm`` (``layer_norm``) over rows,
-``transpose`` (a transposed copy), ``copy`` (``Tensor.copy_``, and ``torch.cat`` of two halves), ``gemm`` (square, skinny and small
+``transpose`` (a transposed copy), ``copy`` (``Tensor.copy_``, and ``torch.cat`` of a KV cache's append and of rotary halves), ``gemm`` (square, skinny and small
 inner dimension ``torch.mm``, and linear layers' ``F.linear``), ``bmm``, ``conv`` (``conv2d`` 3x3), ``attention``
 (``scaled_dot_product_attention``) and ``embedding`` (a row gather). Sizes span small (dispatch
 bound) to past the last-level cache, a factor of 4 or less apart (elementwise sizes) so that a
@@ -33,9 +33,14 @@ ROWS_WIDTH = ((8, 256), (32, 384), (64, 512), (256, 1024), (512, 1024), (4096, 1
 #: A mean over each row (a norm's moment, ``x.pow(2).mean(-1, keepdim=True)``): from one row of
 #: a decode step to a prefill's thousands.
 MEAN_ROWS = ((1, 128), (1, 1024), (16, 1024), (256, 1024), (4096, 1024))
-#: Elements of each of the two halves a ``cat`` joins: from a decode step's key or rotary halves to
-#: a prefill's.
-CAT_ELEMENTS = (64, 1 << 10, 1 << 14, 1 << 18, 1 << 21)
+#: ``cat`` as model code makes it, (heads, length, head dim) of one sequence: a KV cache's append
+#: (``cat([past, new], dim=-2)``, past of ``length`` positions, one new) and a rotary embedding's
+#: halves (``cat((x[..., d/2:], x[..., :d/2]), dim=-1)`` of a ``length``-token query), from a small
+#: model's decode step to a prefill's. A cat's cost follows the contiguous chunks it copies, which a
+#: 1-D cat of two halves does not have (3.8 us for 64 + 64 floats, a decode step's KV append of the
+#: same bytes 5.2, on one Xeon core).
+CAT_KV = ((4, 8, 32), (4, 32, 32), (8, 256, 64), (8, 2048, 64), (32, 1024, 128))
+CAT_HALVES = ((4, 1, 32), (4, 32, 32), (8, 256, 64), (32, 512, 128))
 SQUARE = (64, 96, 128, 192, 256, 384, 512, 1024)
 SKINNY = ((1, 1024, 1024), (4, 2048, 1024), (16, 1024, 2048))
 SMALL_K = ((1024, 1024, 16), (512, 512, 64))
@@ -70,7 +75,8 @@ def _cases() -> list[Any]:
     cases += [pytest.param(("reduction", (n,)), id=f"sum-{n}") for n in ELEMENTS]
     cases += [pytest.param(("reduction", rw), id=f"mean-rows-{rw[0]}x{rw[1]}") for rw in MEAN_ROWS]
     cases += [pytest.param(("copy", (n,)), id=f"copy-{n}") for n in ELEMENTS]
-    cases += [pytest.param(("cat", (n,)), id=f"cat-{n}") for n in CAT_ELEMENTS]
+    cases += [pytest.param(("cat", ("kv", *c)), id=f"cat-kv-{'x'.join(map(str, c))}") for c in CAT_KV]
+    cases += [pytest.param(("cat", ("halves", *c)), id=f"cat-halves-{'x'.join(map(str, c))}") for c in CAT_HALVES]
     cases += [pytest.param(("softmax", rw), id=f"softmax-{rw[0]}x{rw[1]}") for rw in ROWS_WIDTH]
     cases += [pytest.param(("norm", rw), id=f"layernorm-{rw[0]}x{rw[1]}") for rw in ROWS_WIDTH]
     cases += [pytest.param(("transpose", (n,)), id=f"transpose-{n}") for n in TRANSPOSE]
@@ -119,13 +125,18 @@ def build(torch: Any, op_class: str, dims: tuple[Any, ...], rng: np.random.Gener
         return (lambda: call(a)), (lambda: close(call(a), call(a64).numpy())), work(
             n, 2 * n * FP32, "elementwise", {"elements": n, "transcendental": 1, "function": function})
     if op_class == "cat":
-        (n,) = dims
-        a, b = tensor(n), tensor(n)
-        # c = cat([a, b]): read both halves, write the joined tensor
-        fn_cat: Callable[[], Any] = lambda: torch.cat([a, b])  # noqa: E731
-        expected_cat = np.concatenate([a.numpy(), b.numpy()])
+        kind, heads, length, d = dims
+        if kind == "kv":
+            past, new = tensor(1, heads, length, d), tensor(1, heads, 1, d)
+            parts, axis, elements = (past, new), -2, heads * (length + 1) * d
+        else:
+            x = tensor(1, heads, length, d)
+            parts, axis, elements = (x[..., d // 2:], x[..., :d // 2]), -1, heads * length * d
+        # c = cat(parts): read every part, write the joined tensor
+        fn_cat: Callable[[], Any] = lambda: torch.cat(parts, dim=axis)  # noqa: E731
+        expected_cat = np.concatenate([p.numpy() for p in parts], axis=axis)
         return fn_cat, (lambda: close(fn_cat(), expected_cat)), work(
-            0, 4 * n * FP32, "copy", {"elements": 2 * n, "function": "cat", "inputs": 2})
+            0, 2 * elements * FP32, "copy", {"elements": elements, "function": "cat", "inputs": 2})
     if op_class == "reduction" and len(dims) == 2:
         rows, width = dims
         x = tensor(rows, width)
