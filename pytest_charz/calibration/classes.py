@@ -71,7 +71,7 @@ class ClassFit:
     factors: tuple[float, float]
     method: str
     # The class's time near its smallest cases as a fixed cost in seconds plus measured seconds
-    # per second of the model's own time (:func:`small_end`); None when it has none.
+    # per second of the model's kernel time (:func:`small_end`); None when it has none.
     small: tuple[float, float] | None = None
 
     def apply(self, prediction: "Prediction", work: "Work", floor_s: float) -> "Prediction":
