@@ -5,11 +5,12 @@ model, then the same call, with the same arguments, is replayed as model code ma
 the ``torch`` function of the op's name where there is one and it returns what the op returned
 (:func:`model_call`), else through the op's bound C++ overload, with no mode on, until the
 replays add up to ``REPLAY_S`` (at least three calls), and the op is charged the mean per
-replay: its dispatch and its kernel, as the runtime suite's dispatch cases time a bare op. Not charged: the Python module code between ops (module calls, views, argument
-handling), which the model's end-to-end time holds; a profiler's cost per event; the mode's own
-Python. Fused attention is replayed whole at the function level, as the capture records it
-(:mod:`.capture`), with both modes off for its replays. An op that writes into its arguments (in place, ``out=``) is timed once, not
-replayed, so the model's state stays as the model left it.
+replay: its dispatch and its kernel, as the runtime suite's dispatch cases time a bare op. Not
+charged: the Python module code between ops (module calls, views, argument handling), which the
+model's end-to-end time holds; a profiler's cost per event; the mode's own Python. Fused
+attention is replayed whole at the function level, as the capture records it (:mod:`.capture`),
+with both modes off for its replays. An op that writes into its arguments (in place, ``out=``)
+is timed once, not replayed, so the model's state stays as the model left it.
 
 Why not the profiler: on the CPU its time of an aten op held part of the module code's cost and
 its own per event, so a 1 us elementwise op of a captured Llama read anywhere from 1.4 to 10 us.
