@@ -60,6 +60,11 @@ def class_key(work: "Work") -> str:
     ``gemm.linear`` / ``gemm.skinny.linear``: the transposed operand takes other kernels at small
     sizes (32x128x512: 37 us as ``a @ b``, 72 us as ``F.linear`` on one Xeon core). A NumPy work's
     op class carries ``@numpy`` (``copy@numpy:fp32``)."""
+    return f"{_keyed_class(work)}{_framework_suffix(work)}:{work_dtype(work)}"
+
+
+def _keyed_class(work: "Work", linear: bool = True) -> str:
+    """The op class part of :func:`class_key` (``linear=False``: a linear layer's as its shape's)."""
     op_class = op_class_of(work)
     function = work.shape.get("function")
     if op_class == "transcendental" and isinstance(function, str) and function:
@@ -70,20 +75,20 @@ def class_key(work: "Work") -> str:
         dims = gemm_dims(work, op_class)
         if dims is not None and min(dims[0], dims[1]) <= SKINNY_DIM:
             op_class = f"{op_class}.skinny"
-        if work.shape.get("linear"):
+        if linear and work.shape.get("linear"):
             op_class = f"{op_class}.linear"
-    return f"{op_class}{_framework_suffix(work)}:{work_dtype(work)}"
+    return op_class
 
 
 def fallback_keys(work: "Work") -> tuple[str, ...]:
     """The keys a work is fitted under, most specific first: its class key, its op class and
     dtype (every function pooled), its op class (every dtype pooled); a NumPy work's keys carry
     ``@numpy`` (:data:`NUMPY_SUFFIX`), so NumPy and PyTorch cases are fitted apart."""
-    op_class = op_class_of(work) + _framework_suffix(work)
-    own = class_key(work)
+    suffix, dtype = _framework_suffix(work), work_dtype(work)
+    op_class = op_class_of(work) + suffix
     # a linear layer's product falls back to the product of its shape first (gemm.skinny)
-    product = own.replace(".linear", "") if own.split(":", 1)[0].endswith(".linear") else own
-    return tuple(dict.fromkeys((own, product, f"{op_class}:{work_dtype(work)}", op_class)))
+    shape_key = f"{_keyed_class(work, linear=False)}{suffix}:{dtype}"
+    return tuple(dict.fromkeys((class_key(work), shape_key, f"{op_class}:{dtype}", op_class)))
 
 
 def lookup_keys(work: "Work") -> tuple[str, ...]:

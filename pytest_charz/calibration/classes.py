@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..errors import FormatError, UsageError
-from ..models.opclass import ALLOC_KIND, dispatch_extra_s
+from ..models.opclass import ALLOC_KIND, dispatch_extra_s, dispatch_s
 from ..models.opclass_costs import op_class_of
 from .class_keys import class_key, fallback_keys, lookup_keys, size_amount
 from .efficiency import (CALIBRATION_VERSION, RECORD_KINDS, EfficiencyTable, check_record_version, conformal_interval,
@@ -97,8 +97,7 @@ class ClassFit:
         if x < self.log10_range[0] and self.small is not None:
             fixed_s, per_model_s = self.small
             # the fixed cost holds the framework's own dispatch (small_end's line is in kernel time)
-            dispatch_s = sum(v for term, v in prediction.breakdown.items() if term.startswith("dispatch:"))
-            floor = fixed_s + per_model_s * max(prediction.time_s - pages_s - dispatch_s, 0.0) + unscaled_s
+            floor = fixed_s + per_model_s * max(prediction.time_s - pages_s - dispatch_s(prediction), 0.0) + unscaled_s
             if floor > time_s:
                 time_s = floor
                 notes.append(f"below the calibrated range of {self.key}: its smallest cases' fixed cost "

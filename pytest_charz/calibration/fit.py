@@ -140,11 +140,12 @@ def fit(model: Model, cases: Sequence[Observation], spec: Ceilings, level: float
 def _fit_by_class(model: Model, ceilings: Ceilings, points: Sequence[tuple[Observation, Prediction]],
                   tables: Mapping[str, EfficiencyTable], costs: Any, level: float) -> Fitted:
     """A model with op-class figures: class fits (:mod:`.classes`) and bands from their residuals."""
+    from ..models.opclass import dispatch_s
     from .classes import fit_classes_with_residuals
 
     classes, by_point = fit_classes_with_residuals(
         [(c.work, p.time_s, c.measured_s, c.work.op) for c, p in points], level,
-        [sum(v for term, v in p.breakdown.items() if term.startswith("dispatch:")) for _, p in points])
+        [dispatch_s(p) for _, p in points])
     residuals: dict[str, list[float]] = {}
     for (_, prediction), residual in zip(points, by_point):
         if residual is not None:

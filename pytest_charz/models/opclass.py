@@ -50,7 +50,8 @@ from .comm import collective_terms, transfer_terms
 from .gemm import GemmParams, gemm_compute_terms, gemm_tiling
 from .launch import launch_terms
 from .opclass_alloc import ALLOC_KIND, FRESH_OUTPUT_BYTES, allocation_terms, output_bytes  # noqa: F401
-from .opclass_costs import GEMM_CLASSES, OpCosts, allocator_of, framework_of, gemm_dims, op_class_of, shape_dim, work_dtype
+from .opclass_costs import (GEMM_CLASSES, OpCosts, allocator_of, framework_of, gemm_dims, op_class_of, shape_dim,
+                            work_dtype)
 from .roofline import latency_terms, target_label
 
 #: Matrix dimension at which a GEMM reaches half its large-square efficiency, per target kind: the
@@ -297,6 +298,11 @@ def dispatch_terms(work: Work, ceilings: Ceilings, costs: OpCosts) -> dict[str, 
                     f"dispatch:{framework}": work.launches * (seconds - base_s)}
         return {f"dispatch:{framework}": work.launches * seconds}
     return launch_terms(work, ceilings)
+
+
+def dispatch_s(prediction: Prediction) -> float:
+    """The seconds of a prediction that are its host's dispatch (every ``dispatch:`` term)."""
+    return sum(seconds for term, seconds in prediction.breakdown.items() if term.startswith("dispatch:"))
 
 
 def dispatch_extra_s(prediction: Prediction) -> float:
