@@ -42,7 +42,10 @@ MEAN_ROWS = ((1, 128), (1, 1024), (16, 1024), (256, 1024), (4096, 1024))
 CAT_KV = ((4, 8, 32), (4, 32, 32), (8, 256, 64), (8, 2048, 64), (32, 1024, 128))
 CAT_HALVES = ((4, 1, 32), (4, 32, 32), (8, 256, 64), (32, 512, 128))
 SQUARE = (64, 96, 128, 192, 256, 384, 512, 1024)
-SKINNY = ((1, 1024, 1024), (4, 2048, 1024), (16, 1024, 2048))
+#: m, n, k of ``a @ b`` with few rows: weights from DRAM (1 x 1024 x 1024 reads 4 MiB) and, as a
+#: small model's decode step has them (``addmm(bias, x, W)`` of GPT-2's ``Conv1D``), weights held
+#: in the caches, where the time is the op's dispatch and a pass over the weight, not a DRAM stream
+SKINNY = ((1, 128, 128), (1, 512, 512), (4, 512, 128), (1, 1024, 1024), (4, 2048, 1024), (16, 1024, 2048))
 SMALL_K = ((1024, 1024, 16), (512, 512, 64))
 #: m, n, k of linear layers (``F.linear(x, W)``, W stored (n, k) as ``nn.Linear`` keeps it): a
 #: decode step's projections and a short prompt's, where the transposed weight takes other kernels
