@@ -174,6 +174,29 @@ def _crop(cache: Any, tokens: int) -> None:
     assert int(cache.get_seq_length()) == tokens
 
 
+def _restorer(torch: Any, cache: Any, tokens: int) -> Callable[[], None]:
+    """What puts ``cache`` back as it is now, holding ``tokens`` tokens, after a decode step.
+
+    Each layer's state is kept with its tensors contiguous, as a decoding loop's cache is (each
+    step's ``cat`` writes a new contiguous tensor), and put back by reference. A crop instead
+    leaves every layer a view of what the step appended, and the next step's ``cat`` of a view
+    costs about twice that of a contiguous past: 3.2-3.5 against 1.6-1.8 us for a small model's
+    KV append on a Zen 5 core. A cache without layers is cropped."""
+    layers = getattr(cache, "layers", None)
+    if not layers:
+        return lambda: _crop(cache, tokens)
+    states = [(layer, {name: value.contiguous() if torch.is_tensor(value) else value
+                       for name, value in vars(layer).items()}) for layer in layers]
+
+    def restore() -> None:
+        for layer, state in states:
+            layer.__dict__.update(state)
+
+    restore()
+    assert int(cache.get_seq_length()) == tokens
+    return restore
+
+
 def _graph_work(graph: Any, shape: dict[str, Any]) -> Work:
     levels: dict[str, float] = {}
     for op in graph.ops:
@@ -226,14 +249,17 @@ def test_workload(charz: Any, device: Any, transformers_torch: Any, workload: tu
             _crop(cache, seq)
             full = model(input_ids=ids, use_cache=False).logits[:, -1]
             _check_close(logits, full, dtype, f"{name} decode step vs the full forward's last position")
+            restore = _restorer(torch, cache, seq)
 
             def run() -> Any:
                 out = model(**step)
-                _crop(cache, seq)
+                restore()
                 return out
             graph = capture(model, name=name, phase="decode", params={"batch": batch, "context": seq, "seq": 1,
                                                                        "dtype": dtype}, **step)
-            _crop(cache, seq)
+            restore()
+            _check_close(model(**step).logits[:, -1], full, dtype, f"{name} decode step on the restored cache")
+            restore()
         else:
             if config.is_decoder:
                 inputs["use_cache"] = False
