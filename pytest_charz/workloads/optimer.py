@@ -20,9 +20,10 @@ Why not a timer around the call alone: calling the overload from the mode's Pyth
 for an add of 512 floats that takes 1.5 us from model code; the replay through the C++ overload
 took 1.6. Why copies for an op that writes its arguments: timed once at the model's call, under
 both modes, an in-place ``div_`` of two floats read 2.3-2.7 us and an ``index_put_`` 6-9.5 us on
-a Zen 5 core, where replayed they take 0.9 and 1.9. Why the ``torch`` function first: the overload converts a list argument through its
-generic binding, so a ``cat`` of two 64-float tensors replayed through it took 6.7 us on a Xeon
-core, where ``torch.cat`` from model code took 3.8.
+a Zen 5 core, where replayed they take 0.9 and 1.9. Why the ``torch`` function first: the
+overload converts a list argument through its generic binding, so a ``cat`` of two 64-float
+tensors replayed through it took 6.7 us on a Xeon core, where ``torch.cat`` from model code
+took 3.8.
 
 On a GPU, where a call returns before its kernel ends, these are host times only: use the
 profiler's device times there. Each op's time is the median over ``passes`` calls of the
