@@ -16,7 +16,8 @@ import time
 
 def sweep_once(jobs: int) -> tuple[float, object]:
     from pytest_charz.sim import PARAMETERS, Machine
-    from pytest_charz.sim.sweep import GraphEvaluator, SweepResult, grid, parse_axis, run_configs
+    from pytest_charz.sim.sweep import GraphEvaluator, SweepResult, grid, parse_axis
+    from pytest_charz.sim.sweep_run import run_configs
     from pytest_charz.targets.catalogue import resolve
     from pytest_charz.workloads.builders import build
 

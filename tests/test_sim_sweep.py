@@ -8,8 +8,8 @@ from typing import Mapping
 import pytest
 
 from pytest_charz.errors import UsageError
-from pytest_charz.sim.sweep import (Axis, SweepPoint, SweepResult, grid, pareto_front, parse_axis, run_configs,
-                                    sensitivity)
+from pytest_charz.sim.sweep import Axis, SweepPoint, SweepResult, grid, pareto_front, parse_axis, sensitivity
+from pytest_charz.sim.sweep_run import run_configs
 
 KNOWN = ("memory_bandwidth", "compute_units", "clock_mhz", "power_cap_w")
 

@@ -268,6 +268,13 @@ def test_a_reader_that_closes_the_pipe_ends_charz_quietly(tmp_path: Path) -> Non
     assert done.returncode == 141 and done.stderr == ""
 
 
+def _ctrl_c_as_at_a_terminal() -> None:
+    """In the child before it runs: Ctrl-C's default action, which a test run started in the
+    background of a shell without job control does not pass on (its SIGINT is ignored, and so
+    is every child's, and the sweep ran on to the test's timeout)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 #: Seconds from the sweep's first line to Ctrl-C: while its workers run, and while they start and
 #: take their first chunks (where 4 of 16 interrupts, 0.02-0.1 s in, hung a sweep run on an
 #: executor that waited at exit for its workers' chunks).
@@ -281,7 +288,7 @@ def test_ctrl_c_in_a_parallel_sweep_is_one_line_and_exit_130(tmp_path: Path, aft
                               "--jobs", "2", "--no-progress",
                               "-o", str(tmp_path / "sw")],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-                             start_new_session=True)
+                             start_new_session=True, preexec_fn=_ctrl_c_as_at_a_terminal)
     try:
         started = child.stderr.readline() if child.stderr else ""
         assert "charz sweep: 100000 configurations, about" in started   # far more than 0.5 s of work
@@ -299,11 +306,11 @@ def test_ctrl_c_in_a_parallel_sweep_is_one_line_and_exit_130(tmp_path: Path, aft
 
 def test_ctrl_c_maps_to_130_in_process(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    import pytest_charz.sim.sweep as sweep
+    import pytest_charz.sim.sweep_run as sweep_run
 
     def interrupted(*args: object, **kwargs: object) -> tuple[()]:
         raise KeyboardInterrupt
-    monkeypatch.setattr(sweep, "run_configs", interrupted)
+    monkeypatch.setattr(sweep_run, "run_configs", interrupted)
     status, out, err = charz(capsys, "sweep", *WORKLOAD, "--target", "h100-sxm", "--no-progress",
                              "--vary", "memory_bandwidth=2e12:4e12:3", "-o", tmp_path / "sw")
     assert status == 130 and err.splitlines()[-1] == "charz: interrupted" and "Traceback" not in err

@@ -131,7 +131,8 @@ def sweep_command(args: argparse.Namespace) -> int:
     says how many configurations it runs and about how long that takes."""
     from ..measure.clock import now_ns
     from ..sim import PARAMETERS
-    from ..sim.sweep import GraphEvaluator, SweepResult, grid, grid_size, parse_axis, run_configs
+    from ..sim.sweep import GraphEvaluator, SweepResult, grid, grid_size, parse_axis
+    from ..sim.sweep_run import run_configs
     from ..sim.sweep_report import headline, sensitivity_table
     from .markdown import render_table
     from .workload_command import graph_from_args
