@@ -156,7 +156,10 @@ def calibration_file(runs: Sequence[str], model: str, out_root: str) -> str:
     return path
 
 
-def report(runs: Sequence[str], models: Sequence[str], calibration: str | None = None) -> int:
+def report(runs: Sequence[str], models: Sequence[str], calibration: str | None = None,
+           calibration_dir: str | None = None) -> int:
+    """Score ``runs`` with each of ``models``; the calibrations fitted for them are written beside
+    the first run, or in ``calibration_dir`` (a recorded run's folder is not written to)."""
     sys.path.insert(0, ROOT)
     from pytest_charz.validation.workloads import validate_workloads
 
@@ -175,6 +178,9 @@ def report(runs: Sequence[str], models: Sequence[str], calibration: str | None =
               f"{100 * PROBE_TOLERANCE:.0f}%")
     inconclusive = moved is not None and moved[0] > PROBE_TOLERANCE
     root = runs[0][:-5] if runs[0].endswith(".json") else runs[0]
+    if calibration_dir is not None:
+        os.makedirs(calibration_dir, exist_ok=True)
+        root = os.path.join(calibration_dir, os.path.basename(root))
     sim_calibration: str | None = None
     for model in models:
         # scored as a user predicts: the calibration file passed by its path to the one core
@@ -246,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", action="append", default=[], help="score this run file instead of measuring")
     parser.add_argument("--out", default=os.path.join(ROOT, ".charz", "heldout.run.json"),
-                        help="run file to write when measuring")
+                        help="run file to write when measuring (its folder also takes the calibrations of a --run)")
     parser.add_argument("--threads", type=int, default=None, help="PyTorch intra-op threads (default: its own)")
     parser.add_argument("--full", action="store_true", help="full sampling budgets (default: --charz-quick)")
     parser.add_argument("--workloads", action="store_true", help="also run the workload suite's models")
@@ -265,7 +271,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from pytest_charz.models.registry import DEFAULT_MODEL
 
     models = args.models or ",".join(dict.fromkeys([DEFAULT_MODEL, "composite"]))
-    return report(runs, [m.strip() for m in models.split(",") if m.strip()], args.calibration)
+    # a given run is scored with its calibrations written where measured runs go, not beside it
+    return report(runs, [m.strip() for m in models.split(",") if m.strip()], args.calibration,
+                  os.path.dirname(args.out) if args.run else None)
 
 
 if __name__ == "__main__":
