@@ -252,10 +252,18 @@ def row_pass_terms(work: Work, op_class: str, ceilings: Ceilings, costs: OpCosts
     memory = leveled_memory_terms(work, ceilings)
     width = shape_dim(work.shape, "width")
     size = DTYPE_BYTES.get(compute_dtype, 4)
-    if width and work.bytes.get("dram"):
-        # each further pass finds the row (read and written) where it fits
-        row = Work(bytes={"dram": 2.0 * width * size})
-        again = leveled_memory_terms(Work(bytes={residency(row, ceilings): work.total_bytes}), ceilings, passes - 1.0)
+    if width:
+        # each further pass finds the row (read and written) where it fits, or where the bytes
+        # live when that is further in: the same kernel whether a Work counts its bytes at dram
+        # (a graph's op) or at the level its tensors fit in (a microbenchmark's)
+        levels = (*_CACHE_LEVELS, "dram")
+        row_level = residency(Work(bytes={"dram": 2.0 * width * size}), ceilings)
+        again = {}
+        for level, amount in work.bytes.items():
+            home = residency(work, ceilings) if level == "dram" else level
+            found = min(row_level, home, key=levels.index) if home in levels else home
+            for name, value in leveled_memory_terms(Work(bytes={found: amount}), ceilings, passes - 1.0).items():
+                again[name] = again.get(name, 0.0) + value
     else:
         again = leveled_memory_terms(work, ceilings, passes - 1.0)
     for name, value in again.items():
