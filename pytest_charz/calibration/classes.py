@@ -70,8 +70,9 @@ class ClassFit:
     ops: tuple[str, ...]
     factors: tuple[float, float]
     method: str
-    # The class's time near its smallest cases as a fixed cost in seconds plus measured seconds
-    # per second of the model's kernel time (:func:`small_end`); None when it has none.
+    # The class's kernel time near its smallest cases (measured less the dispatch the model
+    # priced) as a fixed cost in seconds plus seconds per second of the model's kernel time
+    # (:func:`small_end`); None when it has none.
     small: tuple[float, float] | None = None
 
     def apply(self, prediction: "Prediction", work: "Work", floor_s: float) -> "Prediction":
@@ -96,8 +97,12 @@ class ClassFit:
         x = math.log10(size) if size > 0 else self.log10_range[0]
         if x < self.log10_range[0] and self.small is not None:
             fixed_s, per_model_s = self.small
-            # the fixed cost holds the framework's own dispatch (small_end's line is in kernel time)
-            floor = fixed_s + per_model_s * max(prediction.time_s - pages_s - dispatch_s(prediction), 0.0) + unscaled_s
+            # the line is in kernel time (small_end): the work's own dispatch comes on top, as the
+            # model priced it, so an op priced alone is its kernel priced in a graph plus the
+            # dispatch the graph's host pays
+            own_dispatch_s = dispatch_s(prediction)
+            floor = fixed_s + per_model_s * max(prediction.time_s - pages_s - own_dispatch_s, 0.0) + pages_s \
+                + own_dispatch_s
             if floor > time_s:
                 time_s = floor
                 notes.append(f"below the calibrated range of {self.key}: its smallest cases' fixed cost "
@@ -117,7 +122,7 @@ class ClassFit:
         return {"version": CALIBRATION_VERSION, "kind": RECORD_KINDS["ClassFit"], "key": self.key, "table": self.table.to_json(),
                 "log10_range": list(self.log10_range), "n": self.n, "ops": list(self.ops),
                 "factors": list(self.factors), "method": self.method,
-                "small_end": list(self.small) if self.small is not None else None}
+                "small_kernel_end": list(self.small) if self.small is not None else None}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "ClassFit":
@@ -125,9 +130,10 @@ class ClassFit:
         try:
             low, high = data["log10_range"]
             f_low, f_high = data["factors"]
-            # absent in files written before it; such a file's "small" was a line in the
-            # class's size (fixed cost mistaken on memory-bound cases): not read
-            small = data.get("small_end")
+            # absent in files written before it. Not read: an older file's "small" (a line in
+            # the class's size, fixed cost mistaken on memory-bound cases) and "small_end" (whose
+            # fixed cost held the cases' dispatch, which a graph's host then paid again)
+            small = data.get("small_kernel_end")
             return cls(str(data["key"]), EfficiencyTable.from_json(data["table"]), (float(low), float(high)),
                        int(data["n"]), tuple(str(o) for o in data.get("ops") or ()), (float(f_low), float(f_high)),
                        str(data["method"]), (float(small[0]), float(small[1])) if small else None)
@@ -154,22 +160,26 @@ SMALL_END_FIXED_SHARE = 0.5
 def small_end(table: EfficiencyTable, members: Sequence[Point],
               host_s: Mapping[int, float] | None = None) -> tuple[float, float] | None:
     """``(fixed seconds, measured seconds per second of the model's kernel time)``: the line, in
-    the model's own (uncalibrated) kernel time (its time less its dispatch, ``host_s`` by the
-    point's id), through the class's two sizes the model prices smallest (each the median of its
-    cases), the fixed cost never below zero and the slope never negative; None with fewer than two
-    such sizes, or when the fixed cost is under ``SMALL_END_FIXED_SHARE`` of the smallest one's
-    time. Against the model's time, not the size: a case bound by its bytes (a skinny GEMM reading
-    its weights) has that cost in the model's time already, and only what the model's kernel does
-    not explain is fixed."""
+    kernel time on both axes (the model's uncalibrated time and the measured time, each less the
+    dispatch the model priced, ``host_s`` by the point's id), through the class's two sizes the
+    model prices smallest (each the median of its cases), the fixed cost never below zero and the
+    slope never negative; None with fewer than two such sizes, or when the fixed cost is under
+    ``SMALL_END_FIXED_SHARE`` of the smallest one's measured kernel time. Against the model's
+    time, not the size: a case bound by its bytes (a skinny GEMM reading its weights) has that
+    cost in the model's time already, and only what the model's kernel does not explain is fixed.
+    Less the dispatch: a graph's op is priced as its kernel (no launches) with its host paying the
+    dispatch; a fixed cost holding the cases' dispatch charged it twice there (a 64-element add of
+    a captured chain, 0.8 us of kernel floor beside its 0.9 us dispatch: +64% end to end)."""
     host_s = host_s or {}
     by_size: dict[float, list[tuple[float, float]]] = {}
     for point in members:
         work, predicted_s, measured_s, _ = point
-        kernel_s = max(predicted_s - host_s.get(id(point), 0.0), 0.0)
-        by_size.setdefault(table.size_of(work), []).append((kernel_s, measured_s))
+        dispatch = host_s.get(id(point), 0.0)
+        kernel_s = max(predicted_s - dispatch, 0.0)
+        by_size.setdefault(table.size_of(work), []).append((kernel_s, max(measured_s - dispatch, 0.0)))
     medians = sorted((statistics.median(k for k, _ in pairs), statistics.median(m for _, m in pairs))
                      for size, pairs in by_size.items() if size > 0)
-    medians = [(k, m) for k, m in medians if k > 0]
+    medians = [(k, m) for k, m in medians if k > 0 and m > 0]
     if len(medians) < 2 or medians[1][0] <= medians[0][0]:
         return None
     (k0, t0), (k1, t1) = medians[:2]
