@@ -21,7 +21,8 @@ from typing import Iterable, Sequence, Union
 from ..errors import FormatError, UsageError
 from ..models.base import Uncovered
 from ..models.ceilings import Ceilings
-from ..models.opclass_costs import OpCosts, framework_of, op_class_of, sums_elements
+from ..models.opclass_costs import (MODULE_CALL, OpCosts, fit_model_code, framework_of, is_model_code_case, op_class_of,
+                                    sums_elements)
 from ..models.roofline import latency_level
 from ..curves.links import link_figures
 from ..records import Run
@@ -185,11 +186,15 @@ def measured_op_costs(cases: Sequence[Observation]) -> OpCosts:
     dispatch: dict[str, list[float]] = {}
     transcendental: dict[str, tuple[bool, float]] = {}   # dtype -> (of exp, elements/s)
     fresh: dict[str, list[float]] = {}
+    model_code: list[tuple[float, float, float, float]] = []
     for case in cases:
         work, time_s = case.work, case.measured_s
         if work.op == "gemm" and len(work.flops) == 1:
             (dtype, flops), = work.flops.items()
             gemm[dtype] = max(gemm.get(dtype, 0.0), flops / time_s)
+        elif is_model_code_case(work):
+            model_code.append((float(work.shape["ops"]), float(work.shape["module_calls"]), time_s,
+                               float(work.shape["replayed_s"])))
         elif work.op == "dispatch" and work.launches and not work.flops and not work.bytes:
             dispatch.setdefault(framework_of(work), []).append(time_s / work.launches)
         elif work.op == "allocation" and float(work.shape.get("pages") or 0) > 0:
@@ -204,6 +209,13 @@ def measured_op_costs(cases: Sequence[Observation]) -> OpCosts:
     source = f"measured on {len(cases)} calibration case(s)"
     dispatch_figures = {f: Figure(statistics.median(v), f"{source}: median {f} dispatch per op")
                         for f, v in dispatch.items()}
+    fitted = fit_model_code(model_code)
+    if fitted is not None and "torch" in dispatch_figures:
+        # the model-code cases decide an op of module code's cost, as the profile reads them
+        how = f"{source}: {len(fitted.kept)} model-code case(s) fitted per op and per module call"
+        dispatch_figures["torch-module"] = Figure(dispatch_figures["torch"].value + fitted.per_op_s,
+                                                  f"{how}, the median torch dispatch plus the code per op")
+        dispatch_figures[MODULE_CALL] = Figure(fitted.per_call_s, how)
     return OpCosts(
         {d: Figure(v, f"{source}: best achieved {d} GEMM FLOP/s") for d, v in gemm.items()},
         dispatch_figures,

@@ -50,8 +50,8 @@ from .comm import collective_terms, transfer_terms
 from .gemm import GemmParams, gemm_compute_terms, gemm_tiling
 from .launch import launch_terms
 from .opclass_alloc import ALLOC_KIND, FRESH_OUTPUT_BYTES, allocation_terms, output_bytes  # noqa: F401
-from .opclass_costs import (GEMM_CLASSES, OpCosts, allocator_of, framework_of, gemm_dims, op_class_of, shape_dim,
-                            work_dtype)
+from .opclass_costs import (GEMM_CLASSES, MODULE_CALL, OpCosts, allocator_of, framework_of, gemm_dims, module_calls,
+                            op_class_of, shape_dim, work_dtype)
 from .roofline import latency_terms, target_label
 
 #: Matrix dimension at which a GEMM reaches half its large-square efficiency, per target kind: the
@@ -298,13 +298,18 @@ def dispatch_terms(work: Work, ceilings: Ceilings, costs: OpCosts) -> dict[str, 
                             f"{work.launches} op(s) (the runtime suite's dispatch cases measure it)")
         base = allocator_of(framework)
         base_s = costs.dispatch(base) if base != framework else None
+        terms = {f"dispatch:{framework}": work.launches * seconds}
         if base_s is not None and base_s <= seconds:
             # a variant (a scalar operand's wrapping, a module call's code): the framework's own
             # dispatch, which every class microbenchmark pays, and the variant's extra apart
             # (dispatch_extra_s: a calibration scales the one, not the other)
-            return {f"dispatch:{base}": work.launches * base_s,
-                    f"dispatch:{framework}": work.launches * (seconds - base_s)}
-        return {f"dispatch:{framework}": work.launches * seconds}
+            terms = {f"dispatch:{base}": work.launches * base_s,
+                     f"dispatch:{framework}": work.launches * (seconds - base_s)}
+        call_s, calls = costs.dispatch(MODULE_CALL), module_calls(work)
+        if framework == "torch-module" and call_s is not None and calls:
+            # each nn.Module call the op begins, as the model-code cases measured it
+            terms[f"dispatch:{MODULE_CALL}"] = calls * call_s
+        return terms
     return launch_terms(work, ceilings)
 
 

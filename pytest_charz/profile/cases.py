@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from ..curves.links import link_figures
 from ..measure.conditions import OTHER_LOAD_SUSPICIOUS_CPUS, STEAL_FRACTION_SUSPICIOUS
-from ..models.opclass_costs import framework_of_kind
+from ..models.opclass_costs import fit_model_code, framework_of_kind, is_model_code_case
 from ..records import Run
 from ..units import format_bytes
 from .figures import Case, CaseFigures, SpecView, bytes_per_s, shape, time_s, usable, working_set
@@ -226,10 +226,17 @@ def _overheads(cases: list[Case]) -> tuple[list[CaseFigures], dict[str, Any]]:
     # scalar operand): what one op of that framework costs its host, which is what a prediction of
     # that framework's ops needs (not the fastest of all).
     frameworks: dict[str, list[tuple[float, Case]]] = {}
+    model_code = [case for _, case in by_op.get("dispatch", []) if _model_code(case)]
     for per_op, case in by_op.get("dispatch", []):
         framework = framework_of_kind(str(shape(case).get("kind", "")))
-        if framework is not None:
+        if framework is not None and not _model_code(case):
             frameworks.setdefault(framework, []).append((per_op, case))
+    bare = min((t for t, _ in frameworks.get("torch", [])), default=None)
+    if model_code and bare is not None:
+        # the model-code cases decide what an op of module code costs (an older run's one
+        # module case, of the ops' time per op, is read only where they are absent)
+        frameworks.pop("torch-module", None)
+        figures.extend(_module_code_figures(model_code, bare))
     for framework, timed in sorted(frameworks.items()):
         best, case = min(timed, key=lambda item: item[0])
         figures.append(CaseFigures(f"dispatch:{framework}", best, "s", [c for _, c in timed], case.id,
@@ -267,6 +274,35 @@ def _contention(cases: list[Case]) -> tuple[list[CaseFigures], dict[str, Any], l
         rows.append({"pair": pair, "aggressor": aggressor, "alone_s": alone, "contended_s": contended,
                      "slowdown": contended / alone})
     return figures, {"pairs": rows}, notes
+
+
+def _model_code(case: Case) -> bool:
+    return is_model_code_case(case.work)
+
+
+def _module_code_figures(cases: list[Case], bare_s: float) -> list[CaseFigures]:
+    """``dispatch:torch-module`` (an op of module code: the bare op's dispatch ``bare_s`` plus the
+    model code's per op) and ``dispatch:torch-module-call`` (per ``nn.Module`` call), fitted over
+    the model-code cases (:func:`~pytest_charz.models.opclass_costs.fit_model_code`)."""
+    rows = [(float(shape(c)["ops"]), float(shape(c)["module_calls"]), time_s(c), float(shape(c)["replayed_s"]))
+            for c in cases]
+    fit = fit_model_code(rows)
+    if fit is None:
+        return []
+    kept = [cases[i] for i in fit.kept]
+    families = ", ".join(str(shape(c).get("family", c.id)) for c in kept)
+    note = (f"fitted over {len(kept)} model-code case(s) ({families}): {fit.per_op_s * 1e6:.3g} us per op beyond "
+            f"the ops replayed alone, {fit.per_call_s * 1e6:.3g} us per module call; the fit's largest miss "
+            f"{100 * fit.worst_miss:.0f}% of a forward")
+    if fit.dropped:
+        note += ("; left out (no longer than their ops replayed alone, or missed by over 3x the median): "
+                 + ", ".join(cases[i].id for i in fit.dropped))
+    best = min(kept, key=lambda c: time_s(c)).id
+    return [CaseFigures("dispatch:torch-module", bare_s + fit.per_op_s, "s", kept, best,
+                        notes=[f"per op of eager model code: the bare torch dispatch plus {fit.per_op_s * 1e6:.3g} us "
+                               "of the code between ops", note]),
+            CaseFigures("dispatch:torch-module-call", fit.per_call_s, "s", kept, best,
+                        notes=["per nn.Module call of eager model code, beyond its ops", note])]
 
 
 def _dispatch_note(framework: str) -> str:

@@ -19,7 +19,8 @@ since the op before it (the root's included), and an op the root module's own ``
 is marked ``shape["root_op"]``. A bare aten op of the root's ``forward`` (no module call before
 it: a chain of ops in one ``forward``) pays the framework's bare dispatch; every other op pays
 eager module code's per-op cost (``dispatch:torch-module``,
-:func:`pytest_charz.models.opclass_costs.host_framework`).
+:func:`pytest_charz.models.opclass_costs.host_framework`) and, for each module call it begins,
+``dispatch:torch-module-call`` where the profile measured it.
 
 Bytes are ``{"dram": inputs + outputs}``: each distinct input view counted once, gathers counting
 only the rows they read. ``deps`` name the ops that last wrote the storages an op reads.

@@ -12,7 +12,9 @@ figures; its what-if parameters ``dispatch_overhead`` and ``launch_overhead`` ch
   else :data:`DEFAULT_HOST_DISPATCH_S`.
 * **A CPU with measured PyTorch dispatch.** Where a CPU profile measured the framework's dispatch
   (``dispatch:torch-module`` per op of eager module code, else ``dispatch:torch``), that figure
-  is each op's host dispatch and there is no launch gap: the op runs on the dispatching thread.
+  is each op's host dispatch, an op of module code adding ``dispatch:torch-module-call`` for each
+  ``nn.Module`` call it begins where the profile has it, and there is no launch gap: the op runs
+  on the dispatching thread.
 * **Synchronous host.** On an asynchronous runtime (GPUs, ASICs: :data:`ASYNCHRONOUS_KINDS`)
   the host runs ahead of the device; elsewhere (the host CPU, where the "device" is the host
   itself) it waits for each op to end before dispatching the next.
@@ -143,12 +145,18 @@ class Runtime:
         """Whether the host waits for every op (never under graph replay: one launch issues all)."""
         return not self.asynchronous and not self.graph_replay
 
-    def op_dispatch_s(self, framework: str) -> float:
+    def op_dispatch_s(self, framework: str, module_calls: float = 0.0) -> float:
         """The host dispatch of an op of ``framework`` (its figure, else its bare framework's for a
-        scalar-operand variant, else ``dispatch_s``)."""
+        scalar-operand variant, else ``dispatch_s``); an op of module code (``torch-module``) also
+        pays each ``nn.Module`` call it begins (``module_calls``) at the measured
+        ``torch-module-call`` figure, where the profile has one."""
         figures = dict(self.framework_dispatch)
         found = figures.get(framework, figures.get(framework.removesuffix("-scalar")))
-        return self.dispatch_s if found is None else found
+        if found is None:
+            return self.dispatch_s
+        if framework == "torch-module" and module_calls:
+            found += module_calls * figures.get("torch-module-call", 0.0)
+        return found
 
 
 def framework_dispatch(kind: str, profile: Mapping[str, Any] | None) -> Any:

@@ -80,15 +80,18 @@ class GraphLayout:
     launches: tuple[int, ...]
     #: each op's host framework (:func:`~pytest_charz.models.opclass_costs.host_framework`)
     frameworks: tuple[str, ...] = ()
+    #: the ``nn.Module`` calls each op begins (:func:`~pytest_charz.models.opclass_costs.module_calls`, 0 uncounted)
+    module_calls: tuple[float, ...] = ()
 
     @classmethod
     def of(cls, graph: "Graph") -> "GraphLayout":
-        from ..models.opclass_costs import host_framework
+        from ..models.opclass_costs import host_framework, module_calls
 
         position = {op.name: index for index, op in enumerate(graph.ops)}
         return cls(tuple(op.stream for op in graph.ops), tuple(tuple(position[d] for d in op.deps) for op in graph.ops),
                    tuple(bool(op.attrs.get("sync", False)) for op in graph.ops),
-                   tuple(op.work.launches for op in graph.ops), tuple(host_framework(op.work) for op in graph.ops))
+                   tuple(op.work.launches for op in graph.ops), tuple(host_framework(op.work) for op in graph.ops),
+                   tuple(module_calls(op.work) or 0.0 for op in graph.ops))
 
 
 @dataclass
@@ -186,7 +189,8 @@ def schedule_graph(layout: GraphLayout, costs: Sequence[Demand], runtime: "Runti
     else:
         gap, depth, dispatch_s = runtime.launch_s, runtime.queue_depth, [runtime.dispatch_s] * n
         if runtime.framework_dispatch and len(layout.frameworks) == n:
-            dispatch_s = [runtime.op_dispatch_s(framework) for framework in layout.frameworks]
+            calls = layout.module_calls if len(layout.module_calls) == n else (0.0,) * n
+            dispatch_s = [runtime.op_dispatch_s(framework, count) for framework, count in zip(layout.frameworks, calls)]
         syncs = layout.syncs if runtime.asynchronous else (True,) * n
     gaps = [launches * gap for launches in layout.launches]
     return run_schedule(layout.streams, layout.deps, costs, gaps, dispatch_s, syncs, depth, runtime.copy_engines,
