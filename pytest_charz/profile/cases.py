@@ -16,7 +16,6 @@ from typing import Any, Sequence
 
 from ..curves.links import link_figures
 from ..measure.conditions import OTHER_LOAD_SUSPICIOUS_CPUS, STEAL_FRACTION_SUSPICIOUS
-from ..models.opclass_costs import fit_model_code, framework_of_kind, is_model_code_case
 from ..records import Run
 from ..units import format_bytes
 from .figures import Case, CaseFigures, SpecView, bytes_per_s, shape, time_s, usable, working_set
@@ -26,6 +25,7 @@ from .collectives import read_collectives
 from .consensus import check_order, make_curve, read_levels
 from .levels import bandwidth_group, latency_levels, latency_per_load_s, levels, staircase_cases
 from .opclass_rates import opclass_rates
+from .overheads import overhead_figures
 from .probe import read_probes
 from .sanity import twin_flags
 
@@ -211,51 +211,6 @@ def _transfers(cases: list[Case], spec: SpecView) -> tuple[list[CaseFigures], di
     return figures, {"points": points, "fits": fits}
 
 
-def _overheads(cases: list[Case]) -> tuple[list[CaseFigures], dict[str, Any]]:
-    by_op: dict[str, list[tuple[float, Case]]] = {}
-    for case in cases:
-        launches = case.work.launches
-        per_op = time_s(case) / launches if launches else time_s(case)
-        by_op.setdefault(case.work.op, []).append((per_op, case))
-    figures = []
-    for op, timed in ((op, timed) for op, timed in by_op.items() if op != "allocation"):  # per page, below
-        best, case = min(timed, key=lambda item: item[0])
-        figures.append(CaseFigures(op, best, "s", [c for _, c in timed], case.id,
-                                   notes=["fastest variant" if len(timed) > 1 else "one variant"]))
-    # Per framework (the kind without its op: numpy-add, torch-add, torch-scalar-add with a Python
-    # scalar operand): what one op of that framework costs its host, which is what a prediction of
-    # that framework's ops needs (not the fastest of all).
-    frameworks: dict[str, list[tuple[float, Case]]] = {}
-    model_code = [case for _, case in by_op.get("dispatch", []) if _model_code(case)]
-    for per_op, case in by_op.get("dispatch", []):
-        framework = framework_of_kind(str(shape(case).get("kind", "")))
-        if framework is not None and not _model_code(case):
-            frameworks.setdefault(framework, []).append((per_op, case))
-    bare = min((t for t, _ in frameworks.get("torch", [])), default=None)
-    if model_code and bare is not None:
-        # the model-code cases decide what an op of module code costs (an older run's one
-        # module case, of the ops' time per op, is read only where they are absent)
-        frameworks.pop("torch-module", None)
-        figures.extend(_module_code_figures(model_code, bare))
-    for framework, timed in sorted(frameworks.items()):
-        best, case = min(timed, key=lambda item: item[0])
-        figures.append(CaseFigures(f"dispatch:{framework}", best, "s", [c for _, c in timed], case.id,
-                                   notes=[_dispatch_note(framework)]))
-    # Per framework, the median cost of a page its allocator maps fresh (mapping, fault, unmapping)
-    fresh: dict[str, list[tuple[float, Case]]] = {}
-    for _, case in by_op.get("allocation", []):
-        pages, framework = float(shape(case).get("pages") or 0), framework_of_kind(str(shape(case).get("kind", "")))
-        if pages > 0 and framework is not None:
-            fresh.setdefault(framework, []).append((time_s(case) / pages, case))
-    for framework, timed in sorted(fresh.items()):
-        figures.append(CaseFigures(f"fresh-page:{framework}", statistics.median(t for t, _ in timed), "s",
-                                   [c for _, c in timed], timed[0][1].id, notes=[f"per 4 KiB page of a {framework} "
-                                   "tensor mapped fresh: the mapping, the first-touch fault, the unmapping"]))
-    points = [{"case": c.id, "op": op, "kind": shape(c).get("kind"), "time_s": t}
-              for op, timed in by_op.items() for t, c in timed]
-    return figures, {"points": points}
-
-
 def _contention(cases: list[Case]) -> tuple[list[CaseFigures], dict[str, Any], list[str]]:
     pairs: dict[str, dict[str, list[Case]]] = {}
     for case in cases:
@@ -274,42 +229,6 @@ def _contention(cases: list[Case]) -> tuple[list[CaseFigures], dict[str, Any], l
         rows.append({"pair": pair, "aggressor": aggressor, "alone_s": alone, "contended_s": contended,
                      "slowdown": contended / alone})
     return figures, {"pairs": rows}, notes
-
-
-def _model_code(case: Case) -> bool:
-    return is_model_code_case(case.work)
-
-
-def _module_code_figures(cases: list[Case], bare_s: float) -> list[CaseFigures]:
-    """``dispatch:torch-module`` (an op of module code: the bare op's dispatch ``bare_s`` plus the
-    model code's per op) and ``dispatch:torch-module-call`` (per ``nn.Module`` call), fitted over
-    the model-code cases (:func:`~pytest_charz.models.opclass_costs.fit_model_code`)."""
-    rows = [(float(shape(c)["ops"]), float(shape(c)["module_calls"]), time_s(c), float(shape(c)["replayed_s"]))
-            for c in cases]
-    fit = fit_model_code(rows)
-    if fit is None:
-        return []
-    kept = [cases[i] for i in fit.kept]
-    families = ", ".join(str(shape(c).get("family", c.id)) for c in kept)
-    note = (f"fitted over {len(kept)} model-code case(s) ({families}): {fit.per_op_s * 1e6:.3g} us per op beyond "
-            f"the ops replayed alone, {fit.per_call_s * 1e6:.3g} us per module call; the fit's largest miss "
-            f"{100 * fit.worst_miss:.0f}% of a forward")
-    if fit.dropped:
-        note += ("; left out (no longer than their ops replayed alone, or missed by over 3x the median): "
-                 + ", ".join(cases[i].id for i in fit.dropped))
-    best = min(kept, key=lambda c: time_s(c)).id
-    return [CaseFigures("dispatch:torch-module", bare_s + fit.per_op_s, "s", kept, best,
-                        notes=[f"per op of eager model code: the bare torch dispatch plus {fit.per_op_s * 1e6:.3g} us "
-                               "of the code between ops", note]),
-            CaseFigures("dispatch:torch-module-call", fit.per_call_s, "s", kept, best,
-                        notes=["per nn.Module call of eager model code, beyond its ops", note])]
-
-
-def _dispatch_note(framework: str) -> str:
-    if framework == "torch-module":
-        return "per op of eager nn.Module code (two small transformer blocks), views and module calls included"
-    suffix = " and a Python scalar" if framework.endswith("-scalar") else ""
-    return f"one {framework.removesuffix('-scalar')} op on a one-element operand{suffix}"
 
 
 def _memory_levels(by_op: dict[str, list[Case]], spec: SpecView, curves: dict[str, Any], notes: list[str],
@@ -408,7 +327,7 @@ def find_ceilings(run: Run) -> tuple[list[CaseFigures], dict[str, Any], list[str
         figures.extend(found)
     overhead_cases = [c for op in ("launch", "dispatch", "wakeup", "allocation") for c in by_op.get(op, [])]
     if overhead_cases:
-        found, curves["overhead"] = _overheads(overhead_cases)
+        found, curves["overhead"] = overhead_figures(overhead_cases)
         figures.extend(found)
     # the op-class suite's exp and sum rates (softmax's and norms' passes), net of dispatch
     dispatch = {f.name.split(":", 1)[1]: f.value for f in figures if f.name.startswith("dispatch:") and f.value}
