@@ -49,7 +49,11 @@ SKINNY = ((1, 128, 128), (1, 512, 512), (4, 512, 128), (1, 1024, 1024), (4, 2048
 SMALL_K = ((1024, 1024, 16), (512, 512, 64))
 #: m, n, k of linear layers (``F.linear(x, W)``, W stored (n, k) as ``nn.Linear`` keeps it): a
 #: decode step's projections and a short prompt's, where the transposed weight takes other kernels
-#: than ``a @ b`` (32x128x512: 72 us against 37 on one Xeon core)
+#: than ``a @ b`` (32x128x512: 72 us against 37 on one Xeon core). ``x`` is ``(1, m, k)``, the
+#: ``(batch, tokens, hidden)`` a model's ``nn.Linear`` is called on: the 3-D input's fold to rows
+#: and back costs a decode-sized linear 0.7-1.1 us more than a 2-D one (1x128x128: 3.5 against
+#: 2.7 us on a Xeon core), which left a captured model's replayed linears 48% (1x128x128) to 83%
+#: (1x64x128) slower than the 2-D cases calibrated
 LINEAR = ((1, 128, 128), (1, 512, 512), (4, 512, 128), (16, 1024, 1024), (32, 128, 128), (32, 128, 512),
           (32, 512, 128), (128, 512, 512))
 BMM = ((16, 64, 64, 64), (32, 128, 128, 32), (8, 256, 256, 64))
@@ -208,9 +212,9 @@ def build(torch: Any, op_class: str, dims: tuple[Any, ...], rng: np.random.Gener
             2.0 * m * n * k, (m * k + k * n + m * n) * FP32, "gemm", {"m": m, "n": n, "k": k})
     if op_class == "linear":
         m, n, k = dims
-        x, weight = tensor(m, k), tensor(n, k)
+        x, weight = tensor(1, m, k), tensor(n, k)
         fn = lambda: torch.nn.functional.linear(x, weight)  # noqa: E731
-        # y = x W^T: 2mnk FLOPs; read x and W, write y
+        # y = x W^T over the (1, m) rows of x: 2mnk FLOPs; read x and W, write y
         return fn, (lambda: close(fn(), x.double().numpy() @ weight.double().numpy().T, 1e-3)), work(
             2.0 * m * n * k, (m * k + k * n + m * n) * FP32, "gemm", {"m": m, "n": n, "k": k, "linear": 1})
     if op_class == "bmm":
