@@ -134,7 +134,7 @@ MODULE_TOKENS, MODULE_VOCAB = 32, 512
 MODULE_REPLAY_PASSES = 5
 
 
-def _tiny_model(torch: Any, family: str) -> Any:
+def _small_model(torch: Any, family: str) -> Any:
     transformers = pytest.importorskip("transformers", reason="the model-code dispatch cases need transformers")
     config_class, model_class, fields = MODULE_FAMILIES[family]
     config = getattr(transformers, config_class)(**fields, vocab_size=MODULE_VOCAB, bos_token_id=1, eos_token_id=2,
@@ -145,7 +145,7 @@ def _tiny_model(torch: Any, family: str) -> Any:
 @pytest.mark.parametrize("family", list(MODULE_FAMILIES))
 @pytest.mark.charz(noise=0.02, max_time=0.5, quick={"max_time": 0.08})
 def test_module_dispatch_cpu(charz: Any, device: Any, family: str) -> None:
-    """Host time of eager model code beyond its ops: a tiny model's forward timed whole, its ops
+    """Host time of eager model code beyond its ops: a small model's forward timed whole, its ops
     (as a capture records them, views folded away) replayed alone (module comment above)."""
     if device.backend != "cpu":
         pytest.skip(f"eager module code on the host; the bound device is {device.backend}")
@@ -157,7 +157,7 @@ def test_module_dispatch_cpu(charz: Any, device: Any, family: str) -> None:
     from pytest_charz.workloads.optimer import time_ops
 
     torch.manual_seed(int(charz.rng.integers(1 << 31)))
-    model = _tiny_model(torch, family)
+    model = _small_model(torch, family)
     generator = torch.Generator().manual_seed(int(charz.rng.integers(1 << 31)))
     inputs: dict[str, Any] = {"input_ids": torch.randint(3, MODULE_VOCAB, (1, MODULE_TOKENS), generator=generator)}
     causal = type(model).__name__.endswith("ForCausalLM")

@@ -51,7 +51,7 @@ from .gemm import GemmParams, gemm_compute_terms, gemm_tiling
 from .launch import launch_terms
 from .opclass_alloc import ALLOC_KIND, FRESH_OUTPUT_BYTES, allocation_terms, output_bytes  # noqa: F401
 from .opclass_costs import (GEMM_CLASSES, MODULE_CALL, OpCosts, allocator_of, framework_of, gemm_dims, module_calls,
-                            op_class_of, shape_dim, work_dtype)
+                            module_calls_s, op_class_of, shape_dim, work_dtype)
 from .roofline import latency_terms, target_label
 
 #: Matrix dimension at which a GEMM reaches half its large-square efficiency, per target kind: the
@@ -305,10 +305,10 @@ def dispatch_terms(work: Work, ceilings: Ceilings, costs: OpCosts) -> dict[str, 
             # (dispatch_extra_s: a calibration scales the one, not the other)
             terms = {f"dispatch:{base}": work.launches * base_s,
                      f"dispatch:{framework}": work.launches * (seconds - base_s)}
-        call_s, calls = costs.dispatch(MODULE_CALL), module_calls(work)
-        if framework == "torch-module" and call_s is not None and calls:
+        calls_s = module_calls_s(framework, module_calls(work), costs.dispatch(MODULE_CALL))
+        if calls_s:
             # each nn.Module call the op begins, as the model-code cases measured it
-            terms[f"dispatch:{MODULE_CALL}"] = calls * call_s
+            terms[f"dispatch:{MODULE_CALL}"] = calls_s
         return terms
     return launch_terms(work, ceilings)
 

@@ -41,6 +41,16 @@ OP_COSTS_VERSION = 1
 FRAMEWORKS = ("torch", "numpy", "torch-scalar", "torch-module", "torch-module-call")
 MODULE_CALL = "torch-module-call"
 
+
+def module_calls_s(framework: str, calls: float | None, call_s: float | None) -> float:
+    """What the ``nn.Module`` calls an op begins add to its host dispatch: ``calls`` at the
+    measured ``call_s`` (``dispatch:torch-module-call``) for an op of module code
+    (``torch-module``), else nothing. The one rule of the op-class model's dispatch terms and of
+    a graph's schedule."""
+    if framework != "torch-module" or not calls or call_s is None:
+        return 0.0
+    return calls * call_s
+
 #: Work.op names (IR classes, suite ops, common aliases) -> the op class models key on.
 CLASS_OF_OP: Mapping[str, str] = {
     **{name: "gemm" for name in ("gemm", "matmul", "mm", "addmm", "linear")},
@@ -289,15 +299,14 @@ def fit_model_code(cases: "list[tuple[float, float, float, float]]") -> ModelCod
     no longer than its ops replayed alone (a replay a neighbour slowed) is left out, and, once,
     with four cases or more, any the fit misses by over three times the median miss. None without
     a case."""
+    if not cases:
+        return None
     import numpy as np
     from scipy.optimize import nnls
 
-    usable = [i for i, (_, _, forward, replayed) in enumerate(cases) if forward > replayed] or list(range(len(cases)))
-    if not cases:
-        return None
-    ops = np.array([cases[i][0] for i in range(len(cases))], dtype=float)
-    calls = np.array([cases[i][1] for i in range(len(cases))], dtype=float)
-    code = np.array([max(c[2] - c[3], 0.0) for c in cases], dtype=float)
+    ops = np.array([c[0] for c in cases], dtype=float)
+    calls = np.array([c[1] for c in cases], dtype=float)
+    code = np.array([max(forward - replayed, 0.0) for _, _, forward, replayed in cases], dtype=float)
 
     def fit(keep: list[int]) -> tuple[float, float]:
         design = np.column_stack([ops[keep], calls[keep]])
@@ -306,7 +315,7 @@ def fit_model_code(cases: "list[tuple[float, float, float, float]]") -> ModelCod
             return float(a), float(b)
         return 0.0, float(np.median(code[keep] / np.maximum(calls[keep], 1.0)))
 
-    keep = usable
+    keep = [i for i, (_, _, forward, replayed) in enumerate(cases) if forward > replayed] or list(range(len(cases)))
     per_op, per_call = fit(keep)
     miss = np.abs(per_op * ops + per_call * calls - code)
     median_miss = float(np.median(miss[keep]))

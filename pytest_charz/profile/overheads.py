@@ -26,10 +26,10 @@ def overhead_figures(cases: list[Case]) -> tuple[list[CaseFigures], dict[str, An
     # scalar operand): what one op of that framework costs its host, which is what a prediction of
     # that framework's ops needs (not the fastest of all).
     frameworks: dict[str, list[tuple[float, Case]]] = {}
-    model_code = [case for _, case in by_op.get("dispatch", []) if _model_code(case)]
+    model_code = [case for _, case in by_op.get("dispatch", []) if is_model_code_case(case.work)]
     for per_op, case in by_op.get("dispatch", []):
         framework = framework_of_kind(str(shape(case).get("kind", "")))
-        if framework is not None and not _model_code(case):
+        if framework is not None and not is_model_code_case(case.work):
             frameworks.setdefault(framework, []).append((per_op, case))
     bare = min((t for t, _ in frameworks.get("torch", [])), default=None)
     if model_code and bare is not None:
@@ -54,10 +54,6 @@ def overhead_figures(cases: list[Case]) -> tuple[list[CaseFigures], dict[str, An
     points = [{"case": c.id, "op": op, "kind": shape(c).get("kind"), "time_s": t}
               for op, timed in by_op.items() for t, c in timed]
     return figures, {"points": points}
-
-
-def _model_code(case: Case) -> bool:
-    return is_model_code_case(case.work)
 
 
 def _module_code_figures(cases: list[Case], bare_s: float) -> list[CaseFigures]:

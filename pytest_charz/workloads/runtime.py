@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import check_non_negative
+from ..models.opclass_costs import MODULE_CALL, module_calls_s
 
 if TYPE_CHECKING:
     from ..models.ceilings import Ceilings
@@ -154,9 +155,7 @@ class Runtime:
         found = figures.get(framework, figures.get(framework.removesuffix("-scalar")))
         if found is None:
             return self.dispatch_s
-        if framework == "torch-module" and module_calls:
-            found += module_calls * figures.get("torch-module-call", 0.0)
-        return found
+        return found + module_calls_s(framework, module_calls, figures.get(MODULE_CALL))
 
 
 def framework_dispatch(kind: str, profile: Mapping[str, Any] | None) -> Any:
