@@ -16,7 +16,8 @@ from pytest_charz.calibration.fit import fit
 from pytest_charz.errors import UsageError
 from pytest_charz.calibration.observations import ceilings_from_run, observations
 from pytest_charz.validation.models import validate
-from pytest_charz.validation.workloads import is_workload, validate_workloads
+from pytest_charz.models.opclass_costs import is_workload
+from pytest_charz.validation.workloads import validate_workloads
 from pytest_charz.models import Ceilings
 from pytest_charz.models.opclass import OpClassModel, fits_level
 from pytest_charz.models.opclass_costs import OpCosts

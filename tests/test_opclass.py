@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import pytest
 
+from charz_factories import make_case
+from pytest_charz.calibration.observations import Observation, measured_op_costs
 from pytest_charz.models import Ceilings
 from pytest_charz.models.ceilings_profile import read_op_costs
 from pytest_charz.models.opclass import (CPU_ROW_PASSES, FRESH_OUTPUT_BYTES, GEMM_HALF_DIM, NORM_REDUCTIONS, PASSES,
                                         OpClassModel,
                                         gemm_shape_efficiency, output_bytes, residency)
-from pytest_charz.models.opclass_costs import OpCosts, framework_of, op_class_of
+from pytest_charz.models.opclass_costs import OpCosts, case_rate, framework_of, op_class_of
 from pytest_charz.models.registry import get_model
 from pytest_charz.prediction import predict
+from pytest_charz.profile.opclass_rates import opclass_rates
 from pytest_charz.targets.spec import Figure
 from pytest_charz.work import Work
 
@@ -165,6 +168,42 @@ def test_norms_take_their_moments_at_the_measured_reduction_rate() -> None:
     # no reduction rate measured: one FLOP per element at the vector peak, and the term says so
     bare = OpClassModel().predict(layer, ceilings())
     assert "compute:fp32:peak" in bare.breakdown
+
+
+def test_a_layer_norm_takes_the_measured_layer_norm_rate_and_profile_and_calibration_read_it_alike() -> None:
+    # failure kind: a layer norm's Welford moments priced as four sums: 0.13 ns per element on a
+    # Xeon core whose layer norms took 0.26-0.29, the held-out 256 x 768 norm -43% to -37%
+    rows, width = 64, 1024
+    n = rows * width
+    layer = Work(flops=7.0 * n, bytes=2.0 * n * 4, op="norm", shape={"rows": rows, "width": width})
+    rms = Work(flops=4.0 * n, bytes=2.0 * n * 4, op="norm", shape={"rows": rows, "width": width, "norm": "rms"})
+    base = rates_model()
+    timed = base.with_costs(OpCosts(layernorm_per_s={"fp32": Figure(2e9, "measured")}))
+    assert timed.predict(layer, ceilings()).breakdown["compute:fp32"] == pytest.approx(n / 2e9)
+    # an RMS norm is no layer norm: its sum of squares keeps the reduction rate
+    assert timed.predict(rms, ceilings()).breakdown == base.predict(rms, ceilings()).breakdown
+    # one reading of the rate for the profile and the calibration: the fastest layer norm case,
+    # net of its dispatch; a workload's layer norm (held out) sets none, however fast
+    dispatch = 2e-6
+    suite = [(Work(flops=7.0 * r * w, bytes=(2 * r + 2) * w * 4.0, launches=1, op="norm",
+                   shape={"rows": r, "width": w, "dtype": "fp32", "framework": "torch"}), seconds)
+             for (r, w), seconds in (((32, 384), 5.2e-6), ((64, 512), 10.5e-6), ((512, 1024), 170e-6))]
+    held_out = (Work(flops=7.0 * 256 * 768, bytes=1.6e6, launches=1, op="norm",
+                     shape={"rows": 256, "width": 768, "framework": "torch", "workload": "layernorm-256x768"}), 20e-6)
+    assert case_rate(*held_out, dispatch) is None
+    expected = 64 * 512 / (10.5e-6 - dispatch)
+    assert case_rate(*suite[1], dispatch) == ("layernorm:fp32", pytest.approx(expected))
+    observed = [Observation(f"norm-{i}", "cpu", work, seconds) for i, (work, seconds) in enumerate([*suite, held_out])]
+    dispatch_case = Observation("dispatch", "cpu", Work(launches=1, op="dispatch", shape={"framework": "torch"}), dispatch)
+    calibrated = measured_op_costs([*observed, dispatch_case])
+    assert calibrated.layernorm("fp32") == pytest.approx(expected)
+    cases = [make_case(f"norm-{i}", work.to_json(), seconds) for i, (work, seconds) in enumerate([*suite, held_out])]
+    (figure,) = opclass_rates(cases, {"torch": dispatch})
+    assert (figure.name, figure.value) == ("layernorm:fp32", pytest.approx(expected))
+    assert figure.best_case == cases[1].id and len(figure.cases) == 3
+    # and the profile's figure reaches the model
+    profile = {**PROFILE, "ceilings": [*PROFILE["ceilings"], {"name": "layernorm:fp32", "value": expected}]}
+    assert read_op_costs(profile).layernorm("fp32") == pytest.approx(expected)
 
 
 def test_exp_is_bound_by_its_math() -> None:

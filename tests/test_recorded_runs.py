@@ -259,9 +259,12 @@ def test_the_xeon_held_out_softmax_and_norm_are_priced_from_its_op_class_cases(
         measured = case.measurement.median_s
         predicted = predict(case.work, calibration=out.calibration_path).time_s
         assert 0.5 <= measured / predicted <= 2.0, (name, measured, predicted)
-    softmax = next(c for c in out.run.cases if c.id.endswith("test_heldout_cpu[softmax-1024x2048]"))
-    assert predict(softmax.work, calibration=out.calibration_path).time_s == pytest.approx(
-        softmax.measurement.median_s, rel=0.25)
+    # and the layer norm: its Welford moments priced as four sums left it at 56 us against 35
+    # predicted (-37%); at the suite's own layer norm rate it is within 13%
+    for name in ("softmax-1024x2048", "layernorm-256x768"):
+        case = next(c for c in out.run.cases if c.id.endswith(f"test_heldout_cpu[{name}]"))
+        assert predict(case.work, calibration=out.calibration_path).time_s == pytest.approx(
+            case.measurement.median_s, rel=0.25), name
 
 
 def test_the_xeon_profile_fits_model_code_per_op_and_per_call(processed: Callable[[str], Outputs]) -> None:

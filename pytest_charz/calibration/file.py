@@ -29,12 +29,13 @@ from ..formats import CALIBRATION
 from ..measure.clock import utc_now_iso
 from ..models.base import Prediction
 from ..models.ceilings import Ceilings
+from ..models.opclass_costs import is_workload
 from ..models.registry import DEFAULT_MODEL, get_model
 from ..work import Work
 from .efficiency import RECORD_KINDS, ModelFit
 from .fit import band_coverage, fit
 from .predictor import Predictor
-from .observations import RunArg, ceilings_from_run, is_workload, load_runs, observations, split_cases
+from .observations import RunArg, ceilings_from_run, load_runs, observations, split_cases
 
 if TYPE_CHECKING:
     from ..models.opclass_costs import OpCosts

@@ -21,8 +21,8 @@ from typing import Iterable, Sequence, Union
 from ..errors import FormatError, UsageError
 from ..models.base import Uncovered
 from ..models.ceilings import Ceilings
-from ..models.opclass_costs import (MODULE_CALL, OpCosts, fit_model_code, framework_of, is_model_code_case, op_class_of,
-                                    sums_elements)
+from ..models.opclass_costs import (MODULE_CALL, OpCosts, case_rate, fit_model_code, framework_of, is_model_code_case,
+                                    is_workload, op_class_of)
 from ..models.roofline import latency_level
 from ..curves.links import link_figures
 from ..records import Run
@@ -74,13 +74,6 @@ class Observation:
     @property
     def calibration_key(self) -> str:
         return calibration_key(self.work)
-
-
-def is_workload(work: Work) -> bool:
-    """Whether a case's Work is a workload's (an op graph end to end, or an op of one: ``op ==
-    "workload"`` or a ``workload`` key in its shape), not a microbenchmark's: workload cases are
-    what a calibration is tested on, never fitted on."""
-    return work.op == "workload" or "workload" in work.shape
 
 
 def observations(runs: Sequence[Run]) -> list[Observation]:
@@ -179,7 +172,7 @@ def measured_op_costs(cases: Sequence[Observation]) -> OpCosts:
     """Op-class figures measured on ``cases``: the best GEMM FLOP/s per dtype, the median host
     dispatch per framework op (the runtime suite's dispatch cases), the best ``exp`` elements/s
     per dtype (the best of any transcendental function where no ``exp`` was measured), the best
-    reduction elements/s per dtype net of the op's dispatch (:func:`reduction_rates`), the median
+    reduction and layer norm elements/s per dtype net of the op's dispatch (:func:`row_rates`), the median
     seconds per fresh page of a framework's allocations (the runtime suite's fresh-page case).
     Each figure's source names the cases it rests on."""
     gemm: dict[str, float] = {}
@@ -222,26 +215,20 @@ def measured_op_costs(cases: Sequence[Observation]) -> OpCosts:
         {d: Figure(v, f"{source}: best {d} {'exp' if of_exp else 'transcendental'} elements/s")
          for d, (of_exp, v) in transcendental.items()},
         {f: Figure(statistics.median(v), f"{source}: median {f} seconds per fresh page") for f, v in fresh.items()},
-        {d: Figure(v, f"{source}: best {d} reduction elements/s net of dispatch")
-         for d, v in reduction_rates(cases, OpCosts(dispatch_s=dispatch_figures)).items()})
+        *(row_rates(cases, OpCosts(dispatch_s=dispatch_figures), source, quantity) for quantity in ("reduction", "layernorm")))
 
 
-def reduction_rates(cases: Sequence[Observation], costs: OpCosts) -> dict[str, float]:
-    """Best elements/s per dtype of the reduction cases (a ``sum`` over ``shape["elements"]``)
-    net of their dispatch: ``elements / (time - launches x dispatch)``, over cases whose time is
-    at least twice their dispatch (a smaller one's rate is its dispatch's noise)."""
+def row_rates(cases: Sequence[Observation], costs: OpCosts, source: str, quantity: str) -> dict[str, Figure]:
+    """Best elements/s per dtype of ``quantity`` (``reduction`` or ``layernorm``) over the cases
+    that set it, each net of its dispatch (:func:`~pytest_charz.models.opclass_costs.case_rate`,
+    the profile's reading too)."""
     best: dict[str, float] = {}
     for case in cases:
-        work = case.work
-        if not sums_elements(work) or len(work.flops) != 1 or not work.launches:
-            continue
-        (dtype, flops), = work.flops.items()
-        elements = float(work.shape.get("elements") or flops)
-        dispatch = costs.dispatch(framework_of(work)) or 0.0
-        if not elements > 0 or case.measured_s < 2 * work.launches * dispatch:
-            continue
-        best[dtype] = max(best.get(dtype, 0.0), elements / (case.measured_s - work.launches * dispatch))
-    return best
+        found = case_rate(case.work, case.measured_s, costs.dispatch(framework_of(case.work)))
+        if found is not None and found[0].startswith(f"{quantity}:"):
+            dtype = found[0].split(":", 1)[1]
+            best[dtype] = max(best.get(dtype, 0.0), found[1])
+    return {d: Figure(v, f"{source}: best {d} {quantity} elements/s net of dispatch") for d, v in best.items()}
 
 
 def net_bandwidths(cases: Sequence[Observation], costs: OpCosts) -> dict[str, Figure]:

@@ -138,18 +138,19 @@ def read_op_costs(profile: Mapping[str, Any]) -> "OpCosts":
     """The op-class figures of a capability profile (:class:`~.opclass_costs.OpCosts`): the
     measured library GEMM per dtype (``gemm:<dtype>``), host dispatch per framework
     (``dispatch:<framework>``, seconds), transcendental (``exp``) and reduction throughput
-    (``transcendental:<dtype>``, ``reduction:<dtype>``, elements/s) and seconds per fresh page of a
+    (``transcendental:<dtype>``, ``reduction:<dtype>``, ``layernorm:<dtype>``, elements/s) and seconds per fresh page of a
     framework's allocations (``fresh-page:<framework>``). Other ceilings are ignored; a malformed figure of these is a FormatError."""
     from .opclass_costs import FRAMEWORKS, OpCosts
 
     profile = _checked_profile(profile)
     target = (profile.get("target") or {}).get("id") or "an unnamed target"
     maps: dict[str, dict[str, Figure]] = {"gemm_flops_per_s": {}, "dispatch_s": {}, "transcendental_per_s": {},
-                                          "fresh_page_s": {}, "reduction_per_s": {}}
+                                          "fresh_page_s": {}, "reduction_per_s": {},
+                                          "layernorm_per_s": {}}
     wanted = {"gemm": ("gemm_flops_per_s", DTYPES, "flops"), "dispatch": ("dispatch_s", FRAMEWORKS, "latency"),
               "transcendental": ("transcendental_per_s", DTYPES, ""),
               "fresh-page": ("fresh_page_s", FRAMEWORKS, "latency"),
-              "reduction": ("reduction_per_s", DTYPES, "")}
+              "reduction": ("reduction_per_s", DTYPES, ""), "layernorm": ("layernorm_per_s", DTYPES, "")}
     for entry in profile.get("ceilings") or ():
         name = entry.get("name") if isinstance(entry, Mapping) else None
         quantity, _, key = str(name).partition(":")

@@ -20,7 +20,9 @@ Per op class (:func:`~.opclass_costs.op_class_of`) the kernel's terms are:
   ``NORM_REDUCTIONS``) and normalises (its remaining FLOPs), an RMS norm
   (``shape["norm"] == "rms"``) its sum of squares. Reductions run at the measured reduction rate
   (``OpCosts.reduction_per_s``), exponentials at the measured ``exp`` rate, the rest at the
-  vector peak; the compute of the passes adds up. Memory: the minimal bytes once at their
+  vector peak; the compute of the passes adds up. A layer norm's compute is its elements at the
+  measured layer norm rate where there is one (``OpCosts.layernorm_per_s``: Welford updates are a
+  dependency chain, no sum, :func:`~.opclass_costs.case_rate`). Memory: the minimal bytes once at their
   residency, and the further traversals (``CPU_ROW_PASSES[class] - 1`` times the minimal bytes)
   at the level one row (``shape["width"]`` elements in and out) fits in, where each pass finds
   it. Elsewhere ``PASSES[class]`` times the minimal bytes, softmax's exponentials beside them.
@@ -241,9 +243,14 @@ def row_pass_terms(work: Work, op_class: str, ceilings: Ceilings, costs: OpCosts
         seconds = reduce_s + exp_s
     else:
         kind = "rms" if str(work.shape.get("norm", "")) == "rms" else "layer"
-        reductions = NORM_REDUCTIONS[kind] * elements
-        measured, seconds = _reduction_s(reductions, dtype, ceilings, costs)
-        rest_flops = max(work.total_flops - reductions, elements)
+        whole = costs.layernorm(dtype) if kind == "layer" else None
+        if whole is not None:
+            # the measured layer norm rate is the whole kernel's: moments and normalising
+            seconds, rest_flops = elements / whole, 0.0
+        else:
+            reductions = NORM_REDUCTIONS[kind] * elements
+            measured, seconds = _reduction_s(reductions, dtype, ceilings, costs)
+            rest_flops = max(work.total_flops - reductions, elements)
     if peak is None:
         raise Uncovered(f"no peak FLOP/s for {compute_dtype} on {target_label(ceilings)}")
     seconds += rest_flops / peak

@@ -7,7 +7,9 @@ per framework (``dispatch:<framework>``: 0.32 us for a NumPy ufunc call, about 1
 PyTorch eager op on the development VMs), and a transcendental function's throughput per dtype
 (``transcendental:<dtype>``, elements per second of a large ``exp``), a vectorised reduction's
 throughput per dtype (``reduction:<dtype>``, elements per second a ``sum`` folds, net of its
-dispatch: the max and sum passes of a softmax, the moments of a norm), and what a page the
+dispatch: the max and sum passes of a softmax, an RMS norm's squares), a whole layer norm's
+throughput per dtype (``layernorm:<dtype>``, elements per second, net of its dispatch: its
+Welford moments are no sum, :func:`case_rate`), and what a page the
 framework's allocator takes fresh from the operating system costs (``fresh-page:<framework>``:
 the mapping, the first-touch fault that zeroes the page, the unmapping; 1.7 us per 4 KiB page on
 the development VMs). A figure nobody measured
@@ -71,7 +73,8 @@ OP_CLASSES = tuple(dict.fromkeys(CLASS_OF_OP.values()))
 #: Classes that run GEMM-like on the library's GEMM kernels (the measured GEMM rate applies).
 GEMM_CLASSES = frozenset({"gemm", "bmm", "conv", "attention"})
 #: The figure maps of :class:`OpCosts`, in its fields' order.
-_FIELDS = ("gemm_flops_per_s", "dispatch_s", "transcendental_per_s", "fresh_page_s", "reduction_per_s")
+_FIELDS = ("gemm_flops_per_s", "dispatch_s", "transcendental_per_s", "fresh_page_s", "reduction_per_s",
+           "layernorm_per_s")
 
 
 def op_class_of(work: Work) -> str:
@@ -129,6 +132,52 @@ def sums_elements(work: Work) -> bool:
     named): the cases whose rate is the reduction rate a softmax's and a norm's passes are
     priced from (a ``mean`` over rows has a fixed cost of its own)."""
     return op_class_of(work) == "reduction" and work.shape.get("function", "sum") == "sum"
+
+
+def is_layer_norm(work: Work) -> bool:
+    """Whether a work is a layer norm (the ``norm`` class, not an RMS norm's ``shape["norm"] ==
+    "rms"``): the cases whose rate is the ``layernorm`` rate."""
+    return op_class_of(work) == "norm" and str(work.shape.get("norm", "layer")) != "rms"
+
+
+def is_workload(work: Work) -> bool:
+    """Whether a case's Work is a workload's (an op graph end to end, or an op of one: ``op ==
+    "workload"`` or a ``workload`` key in its shape), not a microbenchmark's: workload cases are
+    what a calibration is tested on, never fitted on, and set no rate."""
+    return work.op == "workload" or "workload" in work.shape
+
+
+def case_rate(work: Work, seconds: float, dispatch_s: float | None) -> tuple[str, float] | None:
+    """The rate a microbenchmark case of ``work`` measured in ``seconds`` sets, as a figure name
+    and elements per second net of its dispatch (``elements / (seconds - launches x
+    dispatch_s)``); None for a case that sets none. The one reading of these rates, for the
+    capability profile (:mod:`pytest_charz.profile.opclass_rates`) and the calibration
+    (:func:`pytest_charz.calibration.observations.measured_op_costs`) alike:
+
+    * ``reduction:<dtype>``: a ``sum`` over ``shape["elements"]`` (:func:`sums_elements`), the rate
+      of a softmax's max and sum passes and an RMS norm's sum of squares.
+    * ``layernorm:<dtype>``: a layer norm over ``shape["rows"] x shape["width"]``, the whole
+      kernel's rate. ATen's row moments are Welford updates whose mean and M2 each carry a
+      dependency from one element to the next within a vector lane; a sum folds into independent
+      accumulators. On the recorded Xeon run a layer norm of 64 x 512 took 0.26 ns per element net
+      of dispatch, a sum of 256 Ki elements 0.032: 8x, where the four vector ops of an update at
+      the sum's rate made 4x and left the held-out 256 x 768 norm +55-69% over its prediction.
+
+    A case whose time is under twice its dispatch sets none (its rate would be its dispatch's
+    noise), nor does a workload's op (:func:`is_workload`)."""
+    if is_workload(work) or len(work.flops) != 1 or not work.launches:
+        return None
+    (dtype, flops), = work.flops.items()
+    if sums_elements(work):
+        name, elements = "reduction", float(work.shape.get("elements") or flops)
+    elif is_layer_norm(work) and shape_dim(work.shape, "rows") and shape_dim(work.shape, "width"):
+        name, elements = "layernorm", float(work.shape["rows"]) * float(work.shape["width"])
+    else:
+        return None
+    spent = work.launches * (dispatch_s or 0.0)
+    if not (elements > 0 and seconds > 0) or seconds < 2 * spent:
+        return None
+    return f"{name}:{dtype}", elements / (seconds - spent)
 
 
 def module_calls(work: Work) -> float | None:
@@ -207,13 +256,14 @@ def _check_figures(name: str, figures: Mapping[str, Any], keys: tuple[str, ...])
 class OpCosts:
     """Measured op-class figures: GEMM FLOP/s and transcendental elements/s per dtype, host
     dispatch seconds per framework op, seconds per fresh page of a framework's allocations,
-    reduction elements/s per dtype. Every figure is a :class:`Figure` with its source."""
+    reduction and layer norm elements/s per dtype. Every figure is a :class:`Figure` with its source."""
 
     gemm_flops_per_s: Mapping[str, Figure] = field(default_factory=dict)
     dispatch_s: Mapping[str, Figure] = field(default_factory=dict)
     transcendental_per_s: Mapping[str, Figure] = field(default_factory=dict)
     fresh_page_s: Mapping[str, Figure] = field(default_factory=dict)
     reduction_per_s: Mapping[str, Figure] = field(default_factory=dict)
+    layernorm_per_s: Mapping[str, Figure] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gemm_flops_per_s", _check_figures("gemm_flops_per_s", self.gemm_flops_per_s, DTYPES))
@@ -222,6 +272,7 @@ class OpCosts:
                            _check_figures("transcendental_per_s", self.transcendental_per_s, DTYPES))
         object.__setattr__(self, "fresh_page_s", _check_figures("fresh_page_s", self.fresh_page_s, FRAMEWORKS))
         object.__setattr__(self, "reduction_per_s", _check_figures("reduction_per_s", self.reduction_per_s, DTYPES))
+        object.__setattr__(self, "layernorm_per_s", _check_figures("layernorm_per_s", self.layernorm_per_s, DTYPES))
 
     def gemm(self, dtype: str) -> float | None:
         figure = self.gemm_flops_per_s.get(dtype)
@@ -239,6 +290,12 @@ class OpCosts:
         """Elements per second a vectorised reduction of ``dtype`` folds (fp32's for a dtype not
         measured), None when none was measured."""
         figure = self.reduction_per_s.get(dtype) or self.reduction_per_s.get("fp32")
+        return figure.value if figure is not None else None
+
+    def layernorm(self, dtype: str) -> float | None:
+        """Elements per second a layer norm of ``dtype`` normalises, its whole kernel (fp32's for a
+        dtype not measured), None when none was measured."""
+        figure = self.layernorm_per_s.get(dtype) or self.layernorm_per_s.get("fp32")
         return figure.value if figure is not None else None
 
     def fresh_page(self, framework: str) -> float | None:

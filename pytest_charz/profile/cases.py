@@ -329,9 +329,10 @@ def find_ceilings(run: Run) -> tuple[list[CaseFigures], dict[str, Any], list[str
     if overhead_cases:
         found, curves["overhead"] = overhead_figures(overhead_cases)
         figures.extend(found)
-    # the op-class suite's exp and sum rates (softmax's and norms' passes), net of dispatch
+    # the op-class suite's exp, sum and layer norm rates (softmax's and norms' passes), net of dispatch
     dispatch = {f.name.split(":", 1)[1]: f.value for f in figures if f.name.startswith("dispatch:") and f.value}
-    figures.extend(opclass_rates([c for op in ("elementwise", "reduction") for c in by_op.get(op, [])], dispatch))
+    figures.extend(opclass_rates([c for op in ("elementwise", "reduction", "norm") for c in by_op.get(op, [])],
+                                 dispatch))
     if by_op.get("contention"):
         found, curves["contention"], pair_notes = _contention(by_op["contention"])
         figures.extend(found)

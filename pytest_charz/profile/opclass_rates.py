@@ -1,34 +1,46 @@
-"""The op-class suite's rates a softmax and a norm are priced from: ``transcendental:<dtype>``
-and ``reduction:<dtype>``, elements per second.
+"""The op-class suite's rates a softmax and a norm are priced from: ``transcendental:<dtype>``,
+``reduction:<dtype>`` and ``layernorm:<dtype>``, elements per second.
 
 * ``transcendental:<dtype>``: the fastest ``exp`` case of the op-class suite
   (``suites/test_opclasses.py``, ``exp-<n>``: elements over the time net of the framework's
   dispatch), the rate of a softmax's and an attention's exponentials.
 * ``reduction:<dtype>``: the fastest ``sum`` case (``sum-<n>``), elements folded per second net of
-  dispatch: the rate of a softmax's max and sum passes and a norm's moments.
+  dispatch: the rate of a softmax's max and sum passes and an RMS norm's squares.
+* ``layernorm:<dtype>``: the fastest layer norm case (``layernorm-<rows>x<width>``), elements
+  normalised per second net of dispatch: a layer norm's whole kernel, whose Welford moments are
+  no sum.
 
-A case whose time is less than twice its dispatch gives no rate (its rate would be its dispatch's
-noise). The model reads them with :func:`pytest_charz.models.ceilings_profile.read_op_costs`.
+The reduction and layer norm rates are read by
+:func:`pytest_charz.models.opclass_costs.case_rate`, as the calibration reads them. A case whose
+time is less than twice its dispatch gives no rate (its rate would be its dispatch's noise), nor
+does a workload's op. The model reads them with
+:func:`pytest_charz.models.ceilings_profile.read_op_costs`.
 """
 from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from ..models.opclass_costs import framework_of, op_class_of, sums_elements
+from ..models.opclass_costs import case_rate, framework_of, is_workload, op_class_of
 from .figures import Case, CaseFigures, time_s
 
-#: Profile figure name per op class of the cases it reads, and the function a transcendental
-#: case must compute to count.
-RATES = {"transcendental": "transcendental", "reduction": "reduction"}
 EXP = "exp"
+#: What each figure's rate is, for its note.
+WHAT = {"transcendental": "exp", "reduction": "sum", "layernorm": "layer norm"}
 
 
-def _elements(case: Case) -> float:
+def _exp_rate(case: Case, dispatch: float) -> tuple[str, float] | None:
     work = case.work
+    if op_class_of(work) != "transcendental" or work.shape.get("function", EXP) != EXP or is_workload(work) \
+            or len(work.flops) != 1 or not work.launches:
+        return None
+    elapsed = time_s(case)
+    (dtype, flops), = work.flops.items()
     stated = work.shape.get("elements")
-    if isinstance(stated, (int, float)) and not isinstance(stated, bool) and stated > 0:
-        return float(stated)
-    return work.total_flops
+    elements = float(stated) if isinstance(stated, (int, float)) and not isinstance(stated, bool) and stated > 0 \
+        else flops
+    if not (elapsed and elements > 0) or elapsed < 2 * work.launches * dispatch:
+        return None
+    return f"transcendental:{dtype}", elements / (elapsed - work.launches * dispatch)
 
 
 def opclass_rates(cases: Sequence[Case], dispatch_s: Mapping[str, float]) -> list[CaseFigures]:
@@ -36,25 +48,14 @@ def opclass_rates(cases: Sequence[Case], dispatch_s: Mapping[str, float]) -> lis
     framework this run measured (none: times are taken whole)."""
     rated: dict[str, list[tuple[float, Case]]] = {}
     for case in cases:
-        work = case.work
-        op_class = op_class_of(work)
-        if op_class not in RATES or len(work.flops) != 1 or not work.launches:
-            continue
-        if op_class == "transcendental" and work.shape.get("function", EXP) != EXP:
-            continue
-        if op_class == "reduction" and not sums_elements(work):
-            continue                             # a mean over rows: the sum cases set the rate
-        dispatch = dispatch_s.get(framework_of(work), 0.0)
-        elapsed = time_s(case)
-        elements = _elements(case)
-        if not (elapsed and elements > 0) or elapsed < 2 * work.launches * dispatch:
-            continue
-        (dtype,) = work.flops
-        rated.setdefault(f"{RATES[op_class]}:{dtype}", []).append((elements / (elapsed - work.launches * dispatch), case))
+        dispatch = dispatch_s.get(framework_of(case.work), 0.0)
+        found = _exp_rate(case, dispatch) or case_rate(case.work, time_s(case), dispatch)
+        if found is not None:
+            rated.setdefault(found[0], []).append((found[1], case))
     figures = []
     for name, found in sorted(rated.items()):
         rate, best = max(found, key=lambda item: item[0])
-        what = "exp" if name.startswith("transcendental:") else "sum"
+        what = WHAT[name.split(":", 1)[0]]
         figures.append(CaseFigures(name, rate, "elements/s", [c for _, c in found], best.id,
                                    notes=[f"fastest {what} case of the op-class suite, elements per second net of "
                                           "its dispatch"]))

@@ -67,7 +67,8 @@ def _scaled_model(model: Any, scale: float, why: str) -> Any:
     if costs is None or not dataclasses.is_dataclass(model) or not dataclasses.is_dataclass(costs):
         return model
     rates = {name: _scaled(getattr(costs, name), scale, why)
-             for name in ("gemm_flops_per_s", "transcendental_per_s", "reduction_per_s") if getattr(costs, name, None)}
+             for name in ("gemm_flops_per_s", "transcendental_per_s", "reduction_per_s", "layernorm_per_s")
+             if getattr(costs, name, None)}
     return dataclasses.replace(model, costs=dataclasses.replace(costs, **rates)) if rates else model
 
 

@@ -33,10 +33,11 @@ from ..formats import VALIDATION
 from ..measure.clock import utc_now_iso
 from ..models.base import REGIMES
 from ..models.ceilings import Ceilings
+from ..models.opclass_costs import is_workload
 from ..models.registry import MODELS, get_model
 from ..records import Run
 from ..calibration.fit import Fitted, fit
-from ..calibration.observations import (Observation, RunArg, ceilings_from_run, is_workload, load_runs,
+from ..calibration.observations import (Observation, RunArg, ceilings_from_run, load_runs,
                                         measured_ceilings, model_ceilings, observations, split_cases)
 from .workloads import validate_workloads
 

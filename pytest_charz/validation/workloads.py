@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from ..errors import UsageError
-from ..models.opclass_costs import host_framework, op_class_of
+from ..models.opclass_costs import host_framework, is_workload, op_class_of
 from ..models.registry import DEFAULT_MODEL, get_model
 from ..records import CaseRecord, Run
 from ..work import Work
@@ -39,8 +39,7 @@ from ..calibration.classes import summed_interval
 from ..calibration.fit import fit
 from ..calibration.predictor import Predictor
 from ..prediction import CalibrationArg, load_predictor
-from ..calibration.observations import (Observation, RunArg, ceilings_from_run, is_workload, load_runs,
-                                        observations)
+from ..calibration.observations import Observation, RunArg, ceilings_from_run, load_runs, observations
 
 #: aten ops the IR counts as elementwise that are bound by their math (``aten_costs.TRANSCENDENTAL``).
 _TRANSCENDENTAL_SOURCES = frozenset({"exp", "exp2", "expm1", "log", "log1p", "tanh", "sigmoid", "silu", "gelu", "erf",
