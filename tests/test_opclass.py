@@ -13,6 +13,7 @@ from pytest_charz.models.opclass import (CPU_ROW_PASSES, FRESH_OUTPUT_BYTES, GEM
                                         gemm_shape_efficiency, output_bytes, residency)
 from pytest_charz.models.opclass_costs import OpCosts, case_rate, framework_of, op_class_of
 from pytest_charz.models.registry import get_model
+from pytest_charz.models.roofline import roofline_floor_s
 from pytest_charz.prediction import predict
 from pytest_charz.profile.opclass_rates import opclass_rates
 from pytest_charz.targets.spec import Figure
@@ -204,6 +205,23 @@ def test_a_layer_norm_takes_the_measured_layer_norm_rate_and_profile_and_calibra
     # and the profile's figure reaches the model
     profile = {**PROFILE, "ceilings": [*PROFILE["ceilings"], {"name": "layernorm:fp32", "value": expected}]}
     assert read_op_costs(profile).layernorm("fp32") == pytest.approx(expected)
+
+
+def test_the_calibration_floor_charges_dram_counted_bytes_where_the_model_does() -> None:
+    # failure kind: the floor a calibrated prediction may not go below charged a graph's op (its
+    # bytes counted at dram) DRAM bandwidth while the model charged the L2 the op fits in: a 393
+    # KiB add took 3.6 us on a Xeon core and was priced at its 14.5 us DRAM floor, the same add
+    # counted at the L2 at 6.6
+    n = 32768
+    shape = {"elements": n, "framework": "torch"}
+    at_dram = Work(flops=n, bytes={"dram": 12.0 * n}, launches=1, op="elementwise", shape=shape)
+    at_l2 = Work(flops=n, bytes={"l2": 12.0 * n}, launches=1, op="elementwise", shape=shape)
+    assert roofline_floor_s(at_dram, ceilings()) == pytest.approx(12.0 * n / 400e9)
+    assert roofline_floor_s(at_dram, ceilings()) <= model().predict(at_dram, ceilings()).time_s
+    assert model().predict(at_dram, ceilings()).time_s == pytest.approx(model().predict(at_l2, ceilings()).time_s)
+    # bytes that outgrow the caches keep the DRAM floor
+    large = Work(flops=1 << 26, bytes={"dram": 12.0 * (1 << 26)}, op="elementwise")
+    assert roofline_floor_s(large, ceilings()) == pytest.approx(12.0 * (1 << 26) / 54e9)
 
 
 def test_exp_is_bound_by_its_math() -> None:

@@ -54,7 +54,7 @@ from .launch import launch_terms
 from .opclass_alloc import ALLOC_KIND, FRESH_OUTPUT_BYTES, allocation_terms, output_bytes  # noqa: F401
 from .opclass_costs import (GEMM_CLASSES, MODULE_CALL, OpCosts, allocator_of, framework_of, gemm_dims, module_calls,
                             module_calls_s, op_class_of, shape_dim, work_dtype)
-from .roofline import latency_terms, target_label
+from .roofline import CACHE_LEVELS, fits_level, latency_terms, residency, target_label
 
 #: Matrix dimension at which a GEMM reaches half its large-square efficiency, per target kind: the
 #: order of a BLAS micro-kernel's register block on a CPU (BLIS/OpenBLAS AVX2-AVX-512 kernels are
@@ -83,7 +83,6 @@ TRANSCENDENTAL_FLOPS = 20.0
 SOFTMAX_FLOPS_PER_ELEMENT = 5.0
 #: FLOPs the IR counts per element of an affine layer norm (5, plus 1 each for weight and bias).
 NORM_FLOPS_PER_ELEMENT = 7.0
-_CACHE_LEVELS = ("l1", "l2", "l3")
 
 
 def gemm_shape_efficiency(work: Work, op_class: str, ceilings: Ceilings) -> float:
@@ -102,35 +101,12 @@ def gemm_shape_efficiency(work: Work, op_class: str, ceilings: Ceilings) -> floa
     return efficiency
 
 
-def fits_level(working_set_bytes: float, ceilings: Ceilings) -> str:
-    """The innermost level whose capacity holds ``working_set_bytes`` (``dram`` when none does).
-
-    Capacities are as the ceilings give them (a private level's per core): the suites declare
-    their bytes at the level this names, so calibration and prediction agree on residency.
-    """
-    for level in _CACHE_LEVELS:
-        capacity = ceilings.capacity(level)
-        if capacity is not None and working_set_bytes <= capacity:
-            return level
-    return "dram"
-
-
-def residency(work: Work, ceilings: Ceilings) -> str:
-    """The level ``dram``-counted bytes are charged at: the level holding the working set
-    (``shape["working_set_bytes"]``, else the total bytes), or the next outer one with a
-    bandwidth figure when it has none."""
-    working_set = float(work.shape.get("working_set_bytes") or work.total_bytes)
-    levels = (*_CACHE_LEVELS, "dram")
-    start = levels.index(fits_level(working_set, ceilings))
-    return next((lv for lv in levels[start:] if ceilings.bandwidth(lv) is not None), "dram")
-
-
 def leveled_memory_terms(work: Work, ceilings: Ceilings, passes: float = 1.0) -> dict[str, float]:
     """``{"memory:<level>": passes * bytes / bandwidth}``, ``dram`` bytes moved to their residency
     and bytes of a level without a bandwidth figure to the next outer level that has one."""
     moved: dict[str, float] = {}
     home = residency(work, ceilings) if work.bytes.get("dram") else "dram"
-    levels = (*_CACHE_LEVELS, "dram")
+    levels = (*CACHE_LEVELS, "dram")
     for level, amount in work.bytes.items():
         target = home if level == "dram" else level
         # a level without a bandwidth figure hands its bytes to the next outer one that has one
@@ -263,7 +239,7 @@ def row_pass_terms(work: Work, op_class: str, ceilings: Ceilings, costs: OpCosts
         # each further pass finds the row (read and written) where it fits, or where the bytes
         # live when that is further in: the same kernel whether a Work counts its bytes at dram
         # (a graph's op) or at the level its tensors fit in (a microbenchmark's)
-        levels = (*_CACHE_LEVELS, "dram")
+        levels = (*CACHE_LEVELS, "dram")
         row_level = residency(Work(bytes={"dram": 2.0 * width * size}), ceilings)
         again = {}
         for level, amount in work.bytes.items():

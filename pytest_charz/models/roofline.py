@@ -88,12 +88,55 @@ def roofline_terms(work: Work, ceilings: Ceilings) -> dict[str, float]:
     return {**compute_terms(work, ceilings), **memory_terms(work, ceilings, ("dram",))}
 
 
+#: The cache levels, innermost first, a working set may be resident in.
+CACHE_LEVELS = ("l1", "l2", "l3")
+
+
+def fits_level(working_set_bytes: float, ceilings: Ceilings) -> str:
+    """The innermost level whose capacity holds ``working_set_bytes`` (``dram`` when none does).
+
+    Capacities are as the ceilings give them (a private level's per core): the suites declare
+    their bytes at the level this names, so calibration and prediction agree on residency.
+    """
+    for level in CACHE_LEVELS:
+        capacity = ceilings.capacity(level)
+        if capacity is not None and working_set_bytes <= capacity:
+            return level
+    return "dram"
+
+
+def residency(work: Work, ceilings: Ceilings) -> str:
+    """The level ``dram``-counted bytes are charged at: the level holding the working set
+    (``shape["working_set_bytes"]``, else the total bytes), or the next outer one with a
+    bandwidth figure when it has none."""
+    working_set = float(work.shape.get("working_set_bytes") or work.total_bytes)
+    levels = (*CACHE_LEVELS, "dram")
+    start = levels.index(fits_level(working_set, ceilings))
+    return next((lv for lv in levels[start:] if ceilings.bandwidth(lv) is not None), "dram")
+
+
 def roofline_floor_s(work: Work, ceilings: Ceilings) -> float:
-    """The roofline bound in seconds (0 when the work has no FLOPs or DRAM bytes).
+    """The roofline bound in seconds (0 when the work has no FLOPs or bytes): its FLOPs at the
+    peaks, and its ``dram``-counted bytes at the bandwidth of their :func:`residency`, the level
+    the models that price them charge them at (a graph's op counts its bytes at ``dram``).
+    Bytes named at a cache level are not bounded by it.
+
+    A calibrated prediction may not go below this floor, so a floor of DRAM bandwidth under an op
+    the model charges at the L2 would price one op two ways: a 393 KiB add counted at ``dram``
+    took 3.6 us on a Xeon core, as the same add counted at the L2 was priced, and was priced at
+    its 14.5 us DRAM floor.
 
     Raises :class:`Uncovered` when the work needs a peak or bandwidth the ceilings lack.
     """
-    return overlapped(roofline_terms(work, ceilings))[0]
+    terms = compute_terms(work, ceilings)
+    moved = work.bytes.get("dram", 0.0)
+    if moved:
+        home = residency(work, ceilings)
+        bandwidth = ceilings.bandwidth(home)
+        if bandwidth is None:
+            raise Uncovered(f"no {home} bandwidth on {target_label(ceilings)} for {moved:.6g} bytes")
+        terms[f"memory:{home}"] = moved / bandwidth
+    return overlapped(terms)[0]
 
 
 def roofline_floor_or_zero_s(work: Work, ceilings: Ceilings) -> float:
