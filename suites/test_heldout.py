@@ -185,10 +185,11 @@ def build(torch: Any, name: str, rng: np.random.Generator) -> tuple[list[Step], 
     hd = s * (d // heads)
     steps = [
         linear_step(torch, name, x, wqkv, bqkv, "qkv_proj")[0],
-        # attention over 4 heads of 64: 4 * h * s^2 * (d/h) FLOPs; read q, k, v, write the output
+        # attention over 4 heads of 64: 4 * h * s^2 * (d/h) FLOPs; read q, k, v, write the output.
+        # q, k and v are 3-D (heads, tokens, head dim), so PyTorch runs its math backend
         ("attention", "attention", lambda: F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2]),
          _w(name, "attention", 4.0 * heads * s * s * (d // heads), 4 * heads * hd * FP32, batch=1, heads=heads,
-            s_q=s, s_kv=s, d=d // heads)),
+            s_q=s, s_kv=s, d=d // heads, function="math")),
         linear_step(torch, name, attn, wo, bo, "out_proj")[0],
         # residual add: read two (s, d), write one; 1 FLOP per element
         ("residual1", "elementwise", lambda: x + proj, _w(name, "elementwise", s * d, 3 * s * d * FP32, elements=s * d)),

@@ -62,6 +62,11 @@ CONV = ((1, 8, 16, 64, 64), (1, 16, 32, 32, 32), (1, 32, 64, 32, 32), (4, 64, 64
 #: and a short prompt's, where a fused attention's fixed cost is most of its time, up to a prefill's
 ATTENTION = ((1, 4, 1, 64, 32), (1, 8, 1, 1024, 64), (1, 4, 32, 32, 32), (1, 4, 128, 128, 32), (1, 4, 256, 256, 64),
              (2, 8, 256, 256, 64))
+#: heads, length, head dim of ``scaled_dot_product_attention`` on 3-D query, key and value (an
+#: unbatched call): PyTorch's fused kernels need 4-D inputs, so these run the math backend (a
+#: scale, a bmm, a softmax, a bmm), which costs its own (244 us for 4 heads of 128 x 64 on one Xeon
+#: core, 136 us fused) and is calibrated apart (``attention.math``)
+ATTENTION_MATH = ((4, 32, 32), (4, 128, 32), (4, 256, 64))
 GATHER = ((64, 256), (256, 256), (1024, 256), (8192, 512))                # rows gathered, width
 TABLE_ROWS = 32768
 TRANSPOSE = (64, 128, 256, 512, 1024, 2048)
@@ -93,6 +98,7 @@ def _cases() -> list[Any]:
     cases += [pytest.param(("bmm", b), id=f"bmm-{b[0]}x{b[1]}x{b[2]}x{b[3]}") for b in BMM]
     cases += [pytest.param(("conv", c), id=f"conv3x3-{'x'.join(map(str, c))}") for c in CONV]
     cases += [pytest.param(("attention", a), id=f"sdpa-{'x'.join(map(str, a))}") for a in ATTENTION]
+    cases += [pytest.param(("attention", ("math", *a)), id=f"sdpa-math-{'x'.join(map(str, a))}") for a in ATTENTION_MATH]
     cases += [pytest.param(("embedding", g), id=f"gather-{g[0]}x{g[1]}") for g in GATHER]
     return cases
 
@@ -232,6 +238,15 @@ def build(torch: Any, op_class: str, dims: tuple[Any, ...], rng: np.random.Gener
         moved = (batch * cin * h * w + cout * cin * 9 + batch * cout * h * w) * FP32
         return fn, lambda: close(fn(), reference, 1e-3), work(flops, moved, "conv", {
             "batch": batch, "in_channels": cin, "out_channels": cout, "kernel_h": 3, "kernel_w": 3, "groups": 1})
+    if op_class == "attention" and dims[0] == "math":
+        _, heads, length, d = dims
+        q, k_, v = tensor(heads, length, d), tensor(heads, length, d), tensor(heads, length, d)
+        fn = lambda: torch.nn.functional.scaled_dot_product_attention(q, k_, v)  # noqa: E731
+        reference = torch.nn.functional.scaled_dot_product_attention(q.double(), k_.double(), v.double()).numpy()
+        # as a fused attention counts it: 4 h s^2 d FLOPs; read q, k, v, write the output
+        return fn, lambda: close(fn(), reference, 1e-3), work(
+            4.0 * heads * length * length * d, 4 * heads * length * d * FP32, "attention",
+            {"batch": 1, "heads": heads, "s_q": length, "s_kv": length, "d": d, "function": "math"})
     if op_class == "attention":
         batch, heads, s_q, s_kv, d = dims
         q, k_, v = tensor(batch, heads, s_q, d), tensor(batch, heads, s_kv, d), tensor(batch, heads, s_kv, d)

@@ -342,6 +342,25 @@ def test_a_mean_over_rows_is_calibrated_apart_from_a_sum_to_a_scalar() -> None:
     assert fallback_keys(row_work)[1:] == ("reduction:fp32", "reduction")
 
 
+def test_an_unbatched_attention_runs_the_math_backend_and_is_calibrated_apart() -> None:
+    # failure kind: a 3-D scaled_dot_product_attention, which PyTorch's fused kernels do not take,
+    # was priced as a fused one: the held-out encoder layer's took 2.0x its prediction (276 us
+    # against 136 on a Xeon core), the only held-out op beyond 2x
+    from pytest_charz.calibration.class_keys import fallback_keys
+    from pytest_charz.workloads.aten_costs import attention_cost
+
+    unbatched = attention_cost((4, 128, 64), (4, 128, 64), (4, 128, 64), causal=False)
+    batched = attention_cost((1, 4, 128, 64), (1, 4, 128, 64), (1, 4, 128, 64), causal=False)
+    assert unbatched.flops == batched.flops
+    assert unbatched.shape["function"] == "math" and not unbatched.attrs["fused"]
+    assert "function" not in batched.shape and batched.attrs["fused"]
+    math_work, fused_work = (Work(flops={"fp32": c.flops}, bytes=4.0 * 4 * 4 * 128 * 64, op="attention",
+                                  shape={**c.shape, "dtype": "fp32"}) for c in (unbatched, batched))
+    assert class_key(math_work) == "attention.math:fp32" and class_key(fused_work) == "attention:fp32"
+    # a calibration without the suite's math cases falls back to the fused attention's key
+    assert fallback_keys(math_work)[1:] == ("attention:fp32", "attention")
+
+
 def test_a_cat_is_calibrated_apart_from_a_clone() -> None:
     # a cat of a decode step's few hundred bytes took 6-15 us replayed on the Zen 3 guest, where
     # the copy class (a clone) keeps 3 us of fixed cost: it has a key of its own

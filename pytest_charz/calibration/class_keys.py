@@ -42,8 +42,11 @@ def _framework_suffix(work: "Work") -> str:
 #:   of them took 4.0 and an ``add`` 2.9 (PyTorch 2.13 on one thread of a Xeon guest); a norm's
 #:   ``pow(2).mean(-1, keepdim=True)`` is one in every layer of a captured Llama;
 #: * ``copy.cat``: a ``cat`` of a decode step's few hundred bytes took 6-15 us replayed on the Zen
-#:   3 guest, where the copy class (a ``clone``) keeps 3 us of fixed cost.
-FUNCTION_CLASSES = {"reduction": frozenset({"mean"}), "copy": frozenset({"cat"})}
+#:   3 guest, where the copy class (a ``clone``) keeps 3 us of fixed cost;
+#: * ``attention.math``: ``scaled_dot_product_attention`` of 3-D query, key and value, which
+#:   PyTorch's fused kernels do not take (they need 4-D), so it runs the math backend (the scale,
+#:   a bmm, a softmax, a bmm): 244 us for 4 heads of 128 x 64 on one Xeon core, 136 us fused.
+FUNCTION_CLASSES = {"reduction": frozenset({"mean"}), "copy": frozenset({"cat"}), "attention": frozenset({"math"})}
 
 
 def class_key(work: "Work") -> str:

@@ -139,9 +139,14 @@ def attention_cost(q: Sequence[int], k: Sequence[int], v: Sequence[int], causal:
     batch_heads = _numel(lead)
     per_pair = 2 * (3 * d_qk + 2 * d_v) if backward else 2 * (d_qk + d_v)
     flops = batch_heads * s_q * s_kv * per_pair
-    shape = {"batch": int(lead[0]) if lead else 1, "heads": int(lead[-1]) if len(lead) > 1 else 1,
+    shape: dict[str, Any] = {"batch": int(lead[0]) if lead else 1, "heads": int(lead[-1]) if len(lead) > 1 else 1,
              "kv_heads": int(k[-3]) if len(k) > 2 else 1, "seq_q": s_q, "seq_kv": s_kv, "head_dim": d_qk}
-    attrs: dict[str, Any] = {"causal": bool(causal), "fused": True}
+    # PyTorch's fused kernels take 4-D query, key and value; a 3-D call runs the math backend
+    # (scale, bmm, softmax, bmm), whose calibration key is its own (class_keys.FUNCTION_CLASSES)
+    fused = len(tuple(q)) == 4
+    if not fused:
+        shape["function"] = "math"
+    attrs: dict[str, Any] = {"causal": bool(causal), "fused": fused}
     if backward:
         attrs["backward"] = True
     if masked:
