@@ -77,23 +77,28 @@ def test_dispatch_cpu(charz: Any, device: Any, dispatch_kind: str) -> None:
     # model serves: in grad mode every op also passes the autograd dispatch, which cost a bare add
     # 0.13 us and a scalar add 0.29 us more on a Xeon core (0.91 and 2.25 against 0.78 and 1.96),
     # and the held-out chain's 24 tiny ops (inference mode) read 6-20% under their prediction
+    # As model code writes the op, `x + y`, its one-element output allocated per call (from the
+    # allocator's cache): `torch.add(x, y, out=out)` passes the out= variant's checks, which model
+    # code does not, and read 0.658 us on a Xeon core where the held-out chain's 64-float relus
+    # took 0.65-0.68 us whole; its scalar form read 1.84 us where the chain's `x + 1.0` took 1.66-1.80
     with torch.inference_mode():
-        tx, ty, tout = torch.from_numpy(x.copy()), torch.from_numpy(y.copy()), torch.empty(1, dtype=torch.float64)
+        tx, ty = torch.from_numpy(x.copy()), torch.from_numpy(y.copy())
         scalar = float(y[0])
+        results: list[Any] = [None]
         if dispatch_kind == "torch-scalar-add":
             # on an fp32 tensor, as model code has them: the Python float is a double, so the
             # wrapped scalar is also cast (2.7 us here, against 1.7 us on an fp64 tensor)
-            tx, tout = tx.float(), tout.float()
+            tx = tx.float()
 
             def run() -> None:
-                torch.add(tx, scalar, out=tout)
+                results[0] = tx + scalar
         else:
             def run() -> None:
-                torch.add(tx, ty, out=tout)
+                results[0] = tx + ty
 
         run()
         exact = 1e-15 if dispatch_kind != "torch-scalar-add" else 1e-6
-        assert float(tout[0]) == pytest.approx(float(x[0] + y[0]), rel=exact)
+        assert float(results[0][0]) == pytest.approx(float(x[0] + y[0]), rel=exact)
         charz.measure(run, work=Work(launches=1, op="dispatch", shape={"kind": dispatch_kind, "elements": 1}))
 
 
