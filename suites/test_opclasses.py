@@ -66,7 +66,7 @@ ATTENTION = ((1, 4, 1, 64, 32), (1, 8, 1, 1024, 64), (1, 4, 32, 32, 32), (1, 4, 
 #: unbatched call): PyTorch's fused kernels need 4-D inputs, so these run the math backend (a
 #: scale, a bmm, a softmax, a bmm), which costs its own (244 us for 4 heads of 128 x 64 on one Xeon
 #: core, 136 us fused) and is calibrated apart (``attention.math``)
-ATTENTION_MATH = ((4, 32, 32), (4, 128, 32), (4, 256, 64))
+ATTENTION_MATH = ((4, 32, 32), (8, 64, 32), (4, 128, 32), (4, 256, 64), (12, 256, 64))
 GATHER = ((64, 256), (256, 256), (1024, 256), (8192, 512))                # rows gathered, width
 TABLE_ROWS = 32768
 TRANSPOSE = (64, 128, 256, 512, 1024, 2048)
