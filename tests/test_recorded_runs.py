@@ -272,6 +272,10 @@ def test_the_xeon_held_out_softmax_and_norm_are_priced_from_its_op_class_cases(
 def test_the_xeon_profile_fits_model_code_per_op_and_per_call(processed: Callable[[str], Outputs]) -> None:
     out = processed("xeon")
     figures = {c["name"]: c["value"] for c in out.profile["ceilings"]}
+    # the op-class cases it reads rates from are not called unread
+    unread = next(c for c in out.profile["caveats"] if "ops the profile does not read" in c)
+    assert not any(op in unread for op in ("elementwise", "reduction", "norm")), unread
+    assert {"layernorm:fp32", "reduction:fp32", "transcendental:fp32"} <= set(figures)
     model_code = [c for c in out.run.cases if "test_module_dispatch_cpu[" in c.id]
     assert len(model_code) == 8
     # per call the larger part: each family's forward left 15-31 us per call beyond its replays

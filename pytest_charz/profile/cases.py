@@ -33,8 +33,10 @@ from .sanity import twin_flags
 LLC_MULTIPLE = 4
 # A capacity from the bandwidth curve notes the latency curve's boundary when they differ more.
 CAPACITY_DISAGREE = 1.5
+#: Ops whose cases the profile reads (the op-class suite's elementwise, reduction and norm cases
+#: for the exp, sum and layer norm rates: :mod:`.opclass_rates`).
 KNOWN_OPS = ("fma", "gemm", "stream", "read", "chase", "copy", "transfer", "launch", "dispatch", "wakeup",
-             "allocation", "contention", "probe")
+             "allocation", "contention", "probe", "elementwise", "reduction", "norm")
 _IDLE_REASONS = ("gpu_idle", "idle")
 
 
