@@ -82,11 +82,12 @@ GEMM_RAMP_S: Mapping[str, float] = {"gpu": 0.755e-6}
 #: loop at the tile's own rate, keyed ``"<kind>:<dtype>"``. It makes the efficiency depend on
 #: ``k``: a tile's time is ``(k + fixed) / k`` times its main loop. GPU fp8: fitted on the
 #: published FP8 GEMM sweep of an NVIDIA H800 SXM at M = 4096 (rows ``h800-sxm-deepgemm-*`` of
-#: ``published/measurements.toml``, role fitted-on, ``fits = "gemm-model:tile_fixed_gpu_fp8"``;
-#: the same N and M run at 590 TFLOP/s with K = 512 and 1358 with K = 16384), re-fitted by
-#: ``published.score.fitted_gemm_tile_fixed_k``. An fp8 main-loop step moves twice the elements
-#: of a 16-bit one in the same time, so the same fixed time is twice as many fp8 elements; no
-#: 16-bit sweep in the table separates a per-tile cost from the ramp, so 16-bit GEMMs have none.
+#: ``published/measurements.toml``, role fitted-on, ``fits = "prior-gemm-hopper:gemm_fp8"``: the
+#: sweep fits the Hopper fp8 fraction with it; the same N and M run at 590 TFLOP/s with K = 512
+#: and 1358 with K = 16384), re-fitted by ``published.score.fitted_gemm_sweeps``. An fp8
+#: main-loop step moves twice the elements of a 16-bit one in the same time, so the same fixed
+#: time is twice as many fp8 elements; no 16-bit sweep in the table separates a per-tile cost
+#: from the ramp, so 16-bit GEMMs have none.
 GEMM_TILE_FIXED_K: Mapping[str, float] = {"gpu:fp8": 656.0}
 
 

@@ -7,11 +7,12 @@ with no profile (the default model, datasheet ceilings and the target's priors);
 prefill of its prompt plus ``output - 1`` decode steps at the middle context, each ``predict_graph`` of a graph from
 :func:`pytest_charz.workloads.builders.build`. Rows of products outside the catalogue cannot be
 predicted: they are fitted-on rows, and :func:`fitted_fractions` re-derives from them the fraction
-each catalogue rule holds (``value / peak``, averaged over the rule's rows), so that a test can
-check the catalogue against the table it cites. Rows fitted on by the models' own constants
+each catalogue rule holds (``value / peak``, averaged over the rule's rows; for a rule fitted on a
+GEMM sweep, the rate its shapes share, :func:`fitted_gemm_sweeps`), so that a test can check the
+catalogue against the table it cites. A sweep also fits the per-tile fixed cost of its dtype
+(:func:`fitted_gemm_tile_fixed_k`). Rows fitted on by the models' own constants
 (``fits = "gemm-model:..."`` or ``"collective-model:..."``) are re-fitted the same way:
-:func:`fitted_gemm_ramp_s` for the GEMM ramp, :func:`fitted_gemm_tile_fixed_k` for the per-tile fixed cost
-of a dtype, :func:`fitted_fractions` for the collective fractions.
+:func:`fitted_gemm_ramp_s` for the GEMM ramp, :func:`fitted_fractions` for the collective fractions.
 """
 from __future__ import annotations
 
@@ -135,14 +136,17 @@ def held_out_summary(scored: Sequence[ScoredRow]) -> dict[str, Any]:
 
 
 def fitted_fractions(rows: Sequence[PublishedRow] | None = None) -> dict[str, float]:
-    """``{"<catalogue source key>:<efficiency key>": mean(value / peak)}`` over the fitted-on rows
-    (a fitted-on row of a catalogue target without ``peak`` takes the datasheet figure its
+    """``{"<catalogue source key>:<efficiency key>": fraction}`` over the fitted-on rows: a GEMM
+    sweep's shared rate (:func:`fitted_gemm_sweeps`), else ``mean(value / peak)`` over the rule's
+    rows (a fitted-on row of a catalogue target without ``peak`` takes the datasheet figure its
     efficiency key scales)."""
     from ..targets.catalogue import resolve
 
+    table = load_measurements() if rows is None else rows
+    sweeps = fitted_gemm_sweeps(table)
     groups: dict[str, list[float]] = {}
-    for row in load_measurements() if rows is None else rows:
-        if row.held_out or row.fits.startswith("gemm-model:"):
+    for row in table:
+        if row.held_out or row.fits.startswith("gemm-model:") or row.fits in sweeps:
             continue
         peak = row.peak
         if peak is None:
@@ -157,7 +161,9 @@ def fitted_fractions(rows: Sequence[PublishedRow] | None = None) -> dict[str, fl
             raise UsageError(f"published row {row.id!r} has no peak to fit a fraction of")
         scale = shape_fraction(row.case) if isinstance(row.case, GemmCase) else 1.0
         groups.setdefault(row.fits, []).append(row.value / peak * scale)
-    return {key: statistics.fmean(values) for key, values in groups.items()}
+    fractions = {key: statistics.fmean(values) for key, values in groups.items()}
+    fractions.update({rule: fit.fraction for rule, fit in sweeps.items()})
+    return fractions
 
 
 def fitted_gemm_ramp_s(rows: Sequence[PublishedRow] | None = None) -> dict[str, float]:
@@ -167,9 +173,7 @@ def fitted_gemm_ramp_s(rows: Sequence[PublishedRow] | None = None) -> dict[str, 
     shape rate is the mean over all but the smallest shape of measured over scheduled rate (the
     GEMM model's executed FLOPs on ``units`` units at peak); the ramp is the smallest shape's time
     less its executed FLOPs at that rate."""
-    from ..models.ceilings import Ceilings
     from ..models.gemm import GemmParams, gemm_schedule
-    from ..targets.spec import Figure
 
     groups: dict[str, list[PublishedRow]] = {}
     for row in load_measurements() if rows is None else rows:
@@ -182,11 +186,9 @@ def fitted_gemm_ramp_s(rows: Sequence[PublishedRow] | None = None) -> dict[str, 
             raise UsageError(f"GEMM ramp rule {rule!r} needs two or more rows with peak and units")
         executed: list[tuple[float, float, float]] = []   # (flops, executed, measured seconds)
         for row in members:
-            assert isinstance(row.case, GemmCase) and row.peak is not None and row.units is not None
-            ceilings = Ceilings(target_id=row.target, kind="gpu", peak_flops={row.case.dtype: Figure(row.peak * 1e12, row.source)},
-                                compute_units=Figure(float(row.units), row.source))
+            assert isinstance(row.case, GemmCase)
             work = gemm_work(row.case)
-            executed.append((work.total_flops, gemm_schedule(work, ceilings, no_ramp).executed_flops,
+            executed.append((work.total_flops, gemm_schedule(work, _sweep_ceilings(row), no_ramp).executed_flops,
                              row.measured_time_s()))
         executed.sort()
         rate = statistics.fmean(done / seconds for _, done, seconds in executed[1:])
@@ -195,8 +197,26 @@ def fitted_gemm_ramp_s(rows: Sequence[PublishedRow] | None = None) -> dict[str, 
     return ramps
 
 
-#: The per-tile fixed costs :func:`fitted_gemm_tile_fixed_k` tries, elements of k.
+#: The per-tile fixed costs :func:`fitted_gemm_sweeps` tries, elements of k.
 TILE_FIXED_K_GRID = tuple(range(0, 4097, 4))
+#: Shapes a fitted-on rule needs to be fitted as a sweep rather than row by row.
+SWEEP_MIN_ROWS = 3
+
+
+@dataclass(frozen=True)
+class GemmSweepFit:
+    """A catalogue GEMM fraction fitted on a published sweep of one product and dtype.
+
+    ``tile_fixed_k`` is the per-tile fixed cost (elements of k) under which one rate explains
+    every shape best; ``fraction`` is that rate over the product's peak: the large-K rate of a
+    GEMM of this dtype, which the catalogue's ``gemm_<dtype>`` efficiency gives. ``rates`` are the
+    rows' own rates over peak at that cost (their spread is what the fit leaves unexplained)."""
+
+    rule: str
+    dtype: str
+    tile_fixed_k: float
+    fraction: float
+    rates: tuple[float, ...]
 
 
 def _sweep_ceilings(row: PublishedRow) -> Any:
@@ -208,41 +228,65 @@ def _sweep_ceilings(row: PublishedRow) -> Any:
                     compute_units=Figure(float(row.units), row.source))
 
 
-def fitted_gemm_tile_fixed_k(rows: Sequence[PublishedRow] | None = None) -> dict[str, float]:
-    """``{"gemm-model:tile_fixed_<kind>_<dtype>": elements of k}``: the per-tile fixed cost
-    re-fitted on its fitted-on sweep rows (one product, one dtype, ``peak`` and ``units`` given).
+def _sweep_rates(members: Sequence[PublishedRow], dtype: str, fixed: float) -> list[float]:
+    from ..models.gemm import GemmParams, gemm_schedule
+
+    params = GemmParams(tile_fixed_k={f"gpu:{dtype}": float(fixed)})
+    rates = []
+    for row in members:
+        assert row.peak is not None
+        schedule = gemm_schedule(gemm_work(row.case), _sweep_ceilings(row), params)  # type: ignore[arg-type]
+        rates.append(schedule.executed_flops / (row.measured_time_s() - schedule.ramp_s) / (row.peak * 1e12))
+    return rates
+
+
+def fitted_gemm_sweeps(rows: Sequence[PublishedRow] | None = None) -> dict[str, GemmSweepFit]:
+    """``{"<catalogue source key>:gemm_<dtype>": fit}`` for every catalogue GEMM rule fitted on a
+    sweep: :data:`SWEEP_MIN_ROWS` or more fitted-on GEMM rows of one dtype, each with ``peak`` and
+    ``units`` (the product's datasheet peak and compute units, for the GEMM schedule).
 
     For each cost of :data:`TILE_FIXED_K_GRID`, every row's executed FLOPs under the GEMM model
     (its tiles, waves and stream-K, that fixed cost per tile) over its measured time less the
-    ramp is a rate; the fit is the cost whose rates agree best (least squares of their logs): the
-    one constant rate the rows then share is the large-K rate, which the catalogue's fraction gives."""
-    from ..models.gemm import GemmParams, gemm_schedule
-
+    ramp is a rate; the fit is the cost whose rates agree best (least squares of their logs), and
+    the fraction is their shared rate (the geometric mean) over the peak. A sweep spans shapes,
+    so its fraction is the rate of typical shapes, not the best one a search found."""
     groups: dict[str, list[PublishedRow]] = {}
     for row in load_measurements() if rows is None else rows:
-        if not row.held_out and row.fits.startswith("gemm-model:tile_fixed_") and isinstance(row.case, GemmCase):
+        if (not row.held_out and not row.fits.startswith("gemm-model:") and isinstance(row.case, GemmCase)
+                and row.units is not None):
             groups.setdefault(row.fits, []).append(row)
-    fits: dict[str, float] = {}
+    fits: dict[str, GemmSweepFit] = {}
     for rule, members in groups.items():
-        if len(members) < 3 or any(r.peak is None or r.units is None for r in members):
-            raise UsageError(f"GEMM tile cost rule {rule!r} needs three or more rows with peak and units")
+        if len(members) < SWEEP_MIN_ROWS or any(r.peak is None for r in members):
+            raise UsageError(f"GEMM sweep rule {rule!r} needs {SWEEP_MIN_ROWS} or more rows with peak and units")
         dtypes = {r.case.dtype for r in members if isinstance(r.case, GemmCase)}
         if len(dtypes) != 1:
-            raise UsageError(f"GEMM tile cost rule {rule!r} mixes dtypes {sorted(dtypes)}")
+            raise UsageError(f"GEMM sweep rule {rule!r} mixes dtypes {sorted(dtypes)}")
         (dtype,) = dtypes
-        best: tuple[float, float] | None = None
+        best: tuple[float, float, list[float]] | None = None
         for fixed in TILE_FIXED_K_GRID:
-            params = GemmParams(tile_fixed_k={f"gpu:{dtype}": float(fixed)})
-            logs = []
-            for row in members:
-                schedule = gemm_schedule(gemm_work(row.case), _sweep_ceilings(row), params)  # type: ignore[arg-type]
-                logs.append(math.log(schedule.executed_flops / (row.measured_time_s() - schedule.ramp_s)))
+            logs = [math.log(rate) for rate in _sweep_rates(members, dtype, fixed)]
             mean = statistics.fmean(logs)
             loss = sum((value - mean) ** 2 for value in logs)
             if best is None or loss < best[0]:
-                best = (loss, float(fixed))
+                best = (loss, float(fixed), logs)
         assert best is not None
-        fits[rule] = best[1]
+        _, fixed, logs = best
+        fits[rule] = GemmSweepFit(rule, dtype, fixed, math.exp(statistics.fmean(logs)),
+                                  tuple(math.exp(value) for value in logs))
+    return fits
+
+
+def fitted_gemm_tile_fixed_k(rows: Sequence[PublishedRow] | None = None) -> dict[str, float]:
+    """``{"gemm-model:tile_fixed_gpu_<dtype>": elements of k}``: the per-tile fixed cost of each
+    dtype with a fitted sweep (:func:`fitted_gemm_sweeps`), the figure
+    :data:`pytest_charz.models.gemm.GEMM_TILE_FIXED_K` holds."""
+    fits: dict[str, float] = {}
+    for fit in fitted_gemm_sweeps(rows).values():
+        key = f"gemm-model:tile_fixed_gpu_{fit.dtype}"
+        if key in fits:
+            raise UsageError(f"two GEMM sweeps fit the per-tile cost of {fit.dtype}")
+        fits[key] = fit.tile_fixed_k
     return fits
 
 
