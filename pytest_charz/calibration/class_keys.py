@@ -94,6 +94,24 @@ def fallback_keys(work: "Work") -> tuple[str, ...]:
     return tuple(dict.fromkeys((class_key(work), shape_key, f"{op_class}:{dtype}", op_class)))
 
 
+#: Functions fitted under their own key only, never pooled into their op class's keys, because
+#: they run other kernels than the class's cases: ``attention.math`` is a scale, a bmm, a softmax
+#: and a bmm, not a fused attention. Pooled, its five cases (4 heads of 128 x 32: 198 us against
+#: 91 fused on a Xeon core) raised the fused curve: the held-out fused 12 x 512 x 64 attention read
+#: 30% under its prediction, 4% apart (the same measured rounds scored both ways). A math attention of a calibration without these cases is still looked
+#: up under the fused key (:func:`lookup_keys`).
+OWN_KERNEL_FUNCTIONS = {"attention": frozenset({"math"})}
+
+
+def fitted_keys(work: "Work") -> tuple[str, ...]:
+    """The keys a case is fitted under: :func:`fallback_keys`, but only its own for a function of
+    :data:`OWN_KERNEL_FUNCTIONS`."""
+    keys = fallback_keys(work)
+    if str(work.shape.get("function", "")) in OWN_KERNEL_FUNCTIONS.get(op_class_of(work), frozenset()):
+        return keys[:1]
+    return keys
+
+
 def lookup_keys(work: "Work") -> tuple[str, ...]:
     """The keys a work's calibration is looked up by: its own framework's (:func:`fallback_keys`),
     then the other framework's (a calibration with cases of one framework only prices both, as

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from ..errors import FormatError, UsageError
 from ..models.opclass import ALLOC_KIND, dispatch_extra_s, dispatch_s
 from ..models.opclass_costs import op_class_of
-from .class_keys import class_key, fallback_keys, lookup_keys, size_amount
+from .class_keys import class_key, fitted_keys, lookup_keys, size_amount
 from .efficiency import (CALIBRATION_VERSION, RECORD_KINDS, EfficiencyTable, check_record_version, conformal_interval,
                          fit_efficiency)
 
@@ -201,7 +201,7 @@ def _groups(points: Sequence[Point]) -> dict[str, list[Point]]:
     groups: dict[str, list[Point]] = {}
     for point in points:
         if op_class_of(point[0]):
-            for key in fallback_keys(point[0]):
+            for key in fitted_keys(point[0]):
                 groups.setdefault(key, []).append(point)
     return groups
 
