@@ -2,7 +2,7 @@
 calibrated from measurements of this machine (``pytest_charz.models.opclass``).
 
 Classes and what each case runs (fp32, on the host CPU through PyTorch's eager ops, with the
-threads PyTorch is given): ``elementwise`` (``torch.add``), ``transcendental`` (``torch.exp``, ``tanh``, ``gelu``, ``sigmoid``, ``silu``),
+threads PyTorch is given): ``elementwise`` (``torch.add``, and of a transposed view: ``elementwise.strided``), ``transcendental`` (``torch.exp``, ``tanh``, ``gelu``, ``sigmoid``, ``silu``),
 ``reduction`` (``torch.sum``, and ``torch.mean`` over each row), ``softmax`` and ``norm`` (``layer_norm``) over rows,
 ``transpose`` (a transposed copy), ``copy`` (``Tensor.copy_``, and ``torch.cat`` of a KV cache's append and of rotary halves), ``gemm`` (square, skinny and small
 inner dimension ``torch.mm``, and linear layers' ``F.linear``), ``bmm``, ``conv`` (``conv2d`` 3x3), ``attention``
@@ -67,6 +67,10 @@ ATTENTION = ((1, 4, 1, 64, 32), (1, 8, 1, 1024, 64), (1, 4, 32, 32, 32), (1, 4, 
 #: scale, a bmm, a softmax, a bmm), which costs its own (244 us for 4 heads of 128 x 64 on one Xeon
 #: core, 136 us fused) and is calibrated apart (``attention.math``)
 ATTENTION_MATH = ((4, 32, 32), (8, 64, 32), (4, 128, 32), (4, 256, 64), (12, 256, 64))
+#: heads, tokens, head dim of an add whose first operand is a (tokens, heads, head dim) tensor
+#: transposed to heads, as attention code holds a query before its rotary embedding: the kernel walks
+#: a view by strides (``elementwise.strided``), not as one contiguous run
+STRIDED = ((2, 8, 64), (2, 32, 64), (2, 128, 64), (8, 256, 64))
 GATHER = ((64, 256), (256, 256), (1024, 256), (8192, 512))                # rows gathered, width
 TABLE_ROWS = 32768
 TRANSPOSE = (64, 128, 256, 512, 1024, 2048)
@@ -81,6 +85,7 @@ def level_of(size_plan: Any, working_set_bytes: float) -> str:
 
 def _cases() -> list[Any]:
     cases = [pytest.param(("elementwise", (n,)), id=f"add-{n}") for n in ELEMENTS]
+    cases += [pytest.param(("strided", s), id=f"add-strided-{s[0]}x{s[1]}x{s[2]}") for s in STRIDED]
     cases += [pytest.param(("transcendental", (n,)), id=f"exp-{n}") for n in ELEMENTS]
     cases += [pytest.param(("transcendental", (n, function)), id=f"{function}-{n}")
               for function in FUNCTIONS for n in ELEMENTS[::2]]
@@ -159,6 +164,15 @@ def build(torch: Any, op_class: str, dims: tuple[Any, ...], rng: np.random.Gener
         return fn_rows, (lambda: close(fn_rows(), expected_rows, 1e-3)), work(
             rows * width, (rows * width + rows) * FP32, "reduction",
             {"elements": rows * width, "function": "mean", "outputs": rows, "rows": rows, "width": width})
+    if op_class == "strided":
+        heads, tokens, d = dims
+        n = heads * tokens * d
+        view, b = tensor(tokens, heads, d).transpose(0, 1), tensor(heads, tokens, d)
+        assert not view.is_contiguous()
+        # c = view + b: read both, write c; one FLOP per element
+        fn_strided: Callable[[], Any] = lambda: torch.add(view, b)  # noqa: E731
+        return fn_strided, lambda: close(fn_strided(), view.numpy() + b.numpy()), work(
+            n, 3 * n * FP32, "elementwise", {"elements": n, "strided": 1})
     if op_class in ("elementwise", "transcendental", "reduction", "copy"):
         (n,) = dims
         a, b = tensor(n), tensor(n)

@@ -340,6 +340,28 @@ def test_an_elementwise_op_with_a_scalar_operand_is_marked() -> None:
     assert marks == {"mul": True, "add": False}
 
 
+def test_an_elementwise_op_on_a_strided_view_is_marked_and_calibrated_apart() -> None:
+    # failure kind: a rotary embedding's mul and add on a query transposed to heads were priced as
+    # contiguous adds: replayed 1.7-2.0 us on a Xeon core against 1.0 for the same ops on
+    # contiguous tensors, +85-100% under their prediction
+    from pytest_charz.calibration.class_keys import class_key, fallback_keys
+
+    class Rotary(torch.nn.Module):
+        def forward(self, x: torch.Tensor, cos: torch.Tensor) -> torch.Tensor:
+            q = x.transpose(1, 2)                  # (batch, heads, tokens, dim) view of x
+            return q * cos, x + x                  # the mul walks the view; the add is contiguous
+
+    graph = capture(Rotary(), torch.randn(1, 8, 4, 16), torch.randn(1, 1, 8, 16))
+    marks = {op.source.split(".")[1]: bool(op.work.shape.get("strided")) for op in graph.ops
+             if op.op_class == "elementwise"}
+    assert marks == {"mul": True, "add": False}
+    strided = next(op.work for op in graph.ops if op.work.shape.get("strided"))
+    plain = next(op.work for op in graph.ops if op.source.split(".")[1] == "add")
+    assert class_key(strided) == "elementwise.strided:fp32" and class_key(plain) == "elementwise:fp32"
+    # a calibration without strided cases prices it as the contiguous class
+    assert fallback_keys(strided) == ("elementwise.strided:fp32", "elementwise:fp32", "elementwise")
+
+
 def test_a_number_the_op_takes_as_a_number_is_not_a_wrapped_scalar() -> None:
     # failure kind: x.pow(2) (pow.Tensor_Scalar, its exponent a number in the schema) was charged
     # the wrapped scalar's dispatch: 8-10 us priced for an RMSNorm's square, 3.4-4.5 us replayed
@@ -350,3 +372,27 @@ def test_a_number_the_op_takes_as_a_number_is_not_a_wrapped_scalar() -> None:
     graph = capture(Norm(), torch.randn(4, 8))
     marks = {op.source.split(".")[1]: bool(op.work.shape.get("scalar_operand")) for op in graph.ops}
     assert marks == {"pow": False, "mul": True}
+
+
+def test_a_strided_case_sets_no_level_bandwidth() -> None:
+    # failure kind: the op-class suite's strided adds (1.8 us for 4096 floats, over twice the
+    # dispatch, where the contiguous add of as many takes 1.1) set L1 at 42 GB/s on a Xeon guest:
+    # every small contiguous op was then priced slow and its class curve scaled by 1.43
+    from pytest_charz.calibration.observations import Observation, net_bandwidths
+    from pytest_charz.models.opclass_costs import OpCosts
+    from pytest_charz.targets.spec import Figure
+    from pytest_charz.work import Work
+
+    costs = OpCosts(dispatch_s={"torch": Figure(0.67e-6, "measured")})
+
+    def add(elements: int, seconds: float, **shape: int) -> Observation:
+        work = Work(flops={"fp32": elements}, bytes={"l1": 12.0 * elements}, launches=1, op="elementwise",
+                    shape={"elements": elements, "dtype": "fp32", "framework": "torch", **shape})
+        return Observation(f"add-{elements}-{shape}", "cpu", work, seconds)
+
+    contiguous = [add(16384, 2.2e-6)]
+    l1 = net_bandwidths(contiguous, costs)["l1"].value
+    assert l1 == pytest.approx(12.0 * 16384 / (2.2e-6 - 0.67e-6))
+    # a slower strided case beside it changes nothing, and alone it sets nothing
+    assert net_bandwidths(contiguous + [add(4096, 1.84e-6, strided=1)], costs)["l1"].value == pytest.approx(l1)
+    assert net_bandwidths([add(4096, 1.84e-6, strided=1)], costs) == {}

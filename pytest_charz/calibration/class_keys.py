@@ -61,7 +61,10 @@ def class_key(work: "Work") -> str:
     GFLOP/s and an 8x1024x4096 one, of the same FLOPs, 36; a 384-square one, 100). A linear
     layer's product (``shape["linear"]``: x @ W^T, W stored as ``nn.Linear`` keeps it) is
     ``gemm.linear`` / ``gemm.skinny.linear``: the transposed operand takes other kernels at small
-    sizes (32x128x512: 37 us as ``a @ b``, 72 us as ``F.linear`` on one Xeon core). A NumPy work's
+    sizes (32x128x512: 37 us as ``a @ b``, 72 us as ``F.linear`` on one Xeon core). An elementwise
+    op with a non-contiguous view as an operand (``shape["strided"]``) is ``elementwise.strided``:
+    the kernel walks the view by strides (a rotary add of 4 x 32 x 32 floats with a transposed
+    query took 1.97 us on a Xeon core, 1.02 contiguous). A NumPy work's
     op class carries ``@numpy`` (``copy@numpy:fp32``)."""
     return f"{_keyed_class(work)}{_framework_suffix(work)}:{work_dtype(work)}"
 
@@ -74,6 +77,8 @@ def _keyed_class(work: "Work", linear: bool = True) -> str:
         op_class = f"{op_class}.{function}"
     elif function in FUNCTION_CLASSES.get(op_class, ()):
         op_class = f"{op_class}.{function}"
+    elif op_class == "elementwise" and work.shape.get("strided"):
+        op_class = f"{op_class}.strided"
     elif op_class == "gemm":
         dims = gemm_dims(work, op_class)
         if dims is not None and min(dims[0], dims[1]) <= SKINNY_DIM:
@@ -94,22 +99,31 @@ def fallback_keys(work: "Work") -> tuple[str, ...]:
     return tuple(dict.fromkeys((class_key(work), shape_key, f"{op_class}:{dtype}", op_class)))
 
 
-#: Functions fitted under their own key only, never pooled into their op class's keys, because
-#: they run other kernels than the class's cases: ``attention.math`` is a scale, a bmm, a softmax
-#: and a bmm, not a fused attention. Pooled, its five cases (4 heads of 128 x 32: 198 us against
-#: 91 fused on a Xeon core) raised the fused curve: the held-out fused 12 x 512 x 64 attention read
-#: 30% under its prediction, 4% apart (the same measured rounds scored both ways). A math attention of a calibration without these cases is still looked
-#: up under the fused key (:func:`lookup_keys`).
-OWN_KERNEL_FUNCTIONS = {"attention": frozenset({"math"})}
+def runs_own_kernel(work: "Work") -> bool:
+    """Whether ``work``'s cases are fitted under their own key only, never pooled into their op
+    class's keys, because they run other kernels than the class's other cases:
+
+    * ``attention.math``: a scale, a bmm, a softmax and a bmm, not a fused attention. Pooled, its
+      five cases (4 heads of 128 x 32: 198 us against 91 fused on a Xeon core) raised the fused
+      curve: the held-out fused 12 x 512 x 64 attention read 30% under its prediction, 4% apart
+      (the same measured rounds scored both ways);
+    * ``elementwise.strided``: an operand walked by strides. Pooled, the four strided adds (1.8 us
+      for 4096 floats against 1.1 contiguous) raised the contiguous curve that a captured op without
+      a dtype of its own is priced by: the workload suite's contiguous elementwise ops read
+      +48% instead of +23%.
+
+    Such an op of a calibration without these cases is still looked up under its class's keys
+    (:func:`lookup_keys`)."""
+    op_class = op_class_of(work)
+    return ((op_class == "attention" and work.shape.get("function") == "math")
+            or (op_class == "elementwise" and bool(work.shape.get("strided"))))
 
 
 def fitted_keys(work: "Work") -> tuple[str, ...]:
-    """The keys a case is fitted under: :func:`fallback_keys`, but only its own for a function of
-    :data:`OWN_KERNEL_FUNCTIONS`."""
+    """The keys a case is fitted under: :func:`fallback_keys`, but only its own for a work that
+    :func:`runs_own_kernel`."""
     keys = fallback_keys(work)
-    if str(work.shape.get("function", "")) in OWN_KERNEL_FUNCTIONS.get(op_class_of(work), frozenset()):
-        return keys[:1]
-    return keys
+    return keys[:1] if runs_own_kernel(work) else keys
 
 
 def lookup_keys(work: "Work") -> tuple[str, ...]:
