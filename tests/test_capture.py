@@ -373,26 +373,3 @@ def test_a_number_the_op_takes_as_a_number_is_not_a_wrapped_scalar() -> None:
     marks = {op.source.split(".")[1]: bool(op.work.shape.get("scalar_operand")) for op in graph.ops}
     assert marks == {"pow": False, "mul": True}
 
-
-def test_a_strided_case_sets_no_level_bandwidth() -> None:
-    # failure kind: the op-class suite's strided adds (1.8 us for 4096 floats, over twice the
-    # dispatch, where the contiguous add of as many takes 1.1) set L1 at 42 GB/s on a Xeon guest:
-    # every small contiguous op was then priced slow and its class curve scaled by 1.43
-    from pytest_charz.calibration.observations import Observation, net_bandwidths
-    from pytest_charz.models.opclass_costs import OpCosts
-    from pytest_charz.targets.spec import Figure
-    from pytest_charz.work import Work
-
-    costs = OpCosts(dispatch_s={"torch": Figure(0.67e-6, "measured")})
-
-    def add(elements: int, seconds: float, **shape: int) -> Observation:
-        work = Work(flops={"fp32": elements}, bytes={"l1": 12.0 * elements}, launches=1, op="elementwise",
-                    shape={"elements": elements, "dtype": "fp32", "framework": "torch", **shape})
-        return Observation(f"add-{elements}-{shape}", "cpu", work, seconds)
-
-    contiguous = [add(16384, 2.2e-6)]
-    l1 = net_bandwidths(contiguous, costs)["l1"].value
-    assert l1 == pytest.approx(12.0 * 16384 / (2.2e-6 - 0.67e-6))
-    # a slower strided case beside it changes nothing, and alone it sets nothing
-    assert net_bandwidths(contiguous + [add(4096, 1.84e-6, strided=1)], costs)["l1"].value == pytest.approx(l1)
-    assert net_bandwidths([add(4096, 1.84e-6, strided=1)], costs) == {}

@@ -99,24 +99,27 @@ def fallback_keys(work: "Work") -> tuple[str, ...]:
     return tuple(dict.fromkeys((class_key(work), shape_key, f"{op_class}:{dtype}", op_class)))
 
 
+#: Keyed classes (:func:`class_key` without framework and dtype) whose cases are fitted under
+#: their own key only, never pooled into their op class's keys, because they run other kernels
+#: than the class's other cases:
+#:
+#: * ``attention.math``: a scale, a bmm, a softmax and a bmm, not a fused attention. Pooled, its
+#:   five cases (4 heads of 128 x 32: 198 us against 91 fused on a Xeon core) raised the fused
+#:   curve: the held-out fused 12 x 512 x 64 attention read 30% under its prediction, 4% apart
+#:   (the same measured rounds scored both ways);
+#: * ``elementwise.strided``: an operand walked by strides. Pooled, the four strided adds (1.8 us
+#:   for 4096 floats against 1.1 contiguous) raised the contiguous curve that a captured op without
+#:   a dtype of its own is priced by: the workload suite's contiguous elementwise ops read +48%
+#:   instead of +23%.
+#:
+#: Such an op of a calibration without these cases is still looked up under its class's keys
+#: (:func:`lookup_keys`), and none of their cases sets a memory level's bandwidth.
+OWN_KERNEL_CLASSES = frozenset({"attention.math", "elementwise.strided"})
+
+
 def runs_own_kernel(work: "Work") -> bool:
-    """Whether ``work``'s cases are fitted under their own key only, never pooled into their op
-    class's keys, because they run other kernels than the class's other cases:
-
-    * ``attention.math``: a scale, a bmm, a softmax and a bmm, not a fused attention. Pooled, its
-      five cases (4 heads of 128 x 32: 198 us against 91 fused on a Xeon core) raised the fused
-      curve: the held-out fused 12 x 512 x 64 attention read 30% under its prediction, 4% apart
-      (the same measured rounds scored both ways);
-    * ``elementwise.strided``: an operand walked by strides. Pooled, the four strided adds (1.8 us
-      for 4096 floats against 1.1 contiguous) raised the contiguous curve that a captured op without
-      a dtype of its own is priced by: the workload suite's contiguous elementwise ops read
-      +48% instead of +23%.
-
-    Such an op of a calibration without these cases is still looked up under its class's keys
-    (:func:`lookup_keys`)."""
-    op_class = op_class_of(work)
-    return ((op_class == "attention" and work.shape.get("function") == "math")
-            or (op_class == "elementwise" and bool(work.shape.get("strided"))))
+    """Whether ``work``'s keyed class is one of :data:`OWN_KERNEL_CLASSES`."""
+    return _keyed_class(work) in OWN_KERNEL_CLASSES
 
 
 def fitted_keys(work: "Work") -> tuple[str, ...]:

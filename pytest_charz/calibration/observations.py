@@ -28,6 +28,7 @@ from ..curves.links import link_figures
 from ..records import Run
 from ..targets.spec import Figure
 from ..work import MEMORY_LEVELS, Work
+from .class_keys import runs_own_kernel
 from .efficiency import calibration_key
 
 RunArg = Union[Run, str, "os.PathLike[str]"]
@@ -239,13 +240,14 @@ def net_bandwidths(cases: Sequence[Observation], costs: OpCosts) -> dict[str, Fi
     ``mean`` over rows, a ``cat``: class_keys.FUNCTION_CLASSES) has a fixed cost of its own beyond the
     dispatch and a key of its own: it sets no level's bandwidth (a mean of one 128-wide row, 9 us,
     was the only L1 case over twice a 2.7 us dispatch on a slow Xeon round, and made L1 0.7 GB/s).
-    Nor does an op walking a strided view (``shape["strided"]``): its time is its strides', not
-    the level's (a strided add of 4096 floats, 1.8 us, made L1 42 GB/s on a Xeon guest)."""
+    Nor does a case of a class that runs its own kernel (class_keys.OWN_KERNEL_CLASSES): a strided
+    add's time is its strides', not the level's (one of 4096 floats, 1.8 us, made L1 42 GB/s on a
+    Xeon guest)."""
     best: dict[str, tuple[float, int]] = {}
     for case in cases:
         work = case.work
         if op_class_of(work) not in _MEMORY_CLASSES or len(work.bytes) != 1 or not work.launches \
-                or "function" in work.shape or work.shape.get("strided"):
+                or "function" in work.shape or runs_own_kernel(work):
             continue
         dispatch = costs.dispatch(framework_of(work))
         if dispatch is None or case.measured_s < 2 * work.launches * dispatch:
