@@ -188,20 +188,18 @@ def test_gemm_params_round_trip_and_reject_bad_values() -> None:
     params = GemmParams(eff_max=0.8, half_flops=2e9, tiles={"gpu": ((64, 64),)}, ramp_s={"gpu": 2e-6})
     assert GemmParams.from_json(params.to_json()) == params
     legacy = {"version": 1, "eff_max": 0.8, "half_flops": 2e9, "tiles": {"gpu": [[64, 64]]}}
-    assert GemmParams.from_json(legacy) == GemmParams(0.8, 2e9, {"gpu": ((64, 64),)}, frozenset(), ramp_s={},
-                                                      tile_fixed_k={})
-    version2 = {key: value for key, value in params.to_json().items() if key != "tile_fixed_k"}
-    assert GemmParams.from_json({**version2, "version": 2}).tile_fixed_k == {}   # written before the tile cost
+    assert GemmParams.from_json(legacy) == GemmParams(0.8, 2e9, {"gpu": ((64, 64),)}, frozenset(), ramp_s={})
+    assert GemmParams.from_json({**params.to_json(), "version": 2}) == params   # written before the tile cost
+    # version 3 wrote the per-tile cost it always had (fp8, elements of k): it is the target's now
+    assert GemmParams.from_json({**params.to_json(), "version": 3, "tile_fixed_k": {"gpu:fp8": 656.0}}) == params
+    with pytest.raises(FormatError, match="gemm_tile_us"):   # another one is refused, not dropped
+        GemmParams.from_json({**params.to_json(), "version": 3, "tile_fixed_k": {"gpu:bf16": 300.0}})
     with pytest.raises(UsageError):
         GemmParams(ramp_s={"gpu": -1e-6})
     with pytest.raises(UsageError):
         GemmParams(eff_max=0)
     with pytest.raises(UsageError):
         GemmParams(tiles={"gpu": ((0, 64),)})
-    with pytest.raises(UsageError):
-        GemmParams(tile_fixed_k={"fp8": 100.0})   # keyed '<kind>:<dtype>'
-    with pytest.raises(UsageError):
-        GemmParams(tile_fixed_k={"gpu:fp8": -1.0})
     with pytest.raises(FormatError):
         GemmParams.from_json({**params.to_json(), "version": 99})
 

@@ -75,7 +75,7 @@ def test_a_launch_is_covered_by_a_marked_prior_and_a_measured_figure_wins() -> N
 def test_gemm_and_dram_fractions_scale_the_datasheet_and_say_so() -> None:
     spec = resolve("h100-sxm")
     datasheet, with_priors = Ceilings.from_spec(spec, priors="none"), Ceilings.from_spec(spec)
-    assert with_priors.peak("bf16", "gemm") == pytest.approx(0.838 * datasheet.peak("bf16", "gemm"))
+    assert with_priors.peak("bf16", "gemm") == pytest.approx(0.845 * datasheet.peak("bf16", "gemm"))
     assert with_priors.bandwidth("dram") == pytest.approx(0.829 * 3.35e12)
     assert with_priors.link_bandwidth("d2d") == pytest.approx(0.829 * 3.35e12 / 2)
     assert "9.895e+14" in with_priors.peak_flops["bf16"].source and "prior-gemm-hopper" in with_priors.peak_flops["bf16"].source
@@ -91,7 +91,8 @@ def test_spec_roofline_stays_the_datasheet_roofline_with_only_missing_figures_fi
     gemm = Work(2.0 * 8192**3, dtype="bf16", op="gemm", shape={"m": 8192, "n": 8192, "k": 8192})
     roofline = predict(gemm, target="h100-sxm", model="spec-roofline")
     assert roofline.time_s == pytest.approx(2.0 * 8192**3 / 989.5e12)
-    assert predict(gemm, target="h100-sxm").time_s > roofline.time_s / 0.84
+    fraction = resolve("h100-sxm").priors.efficiency["gemm_bf16"].value  # type: ignore[union-attr]
+    assert predict(gemm, target="h100-sxm").time_s >= roofline.time_s / fraction
     missing = Ceilings.from_spec(resolve("h100-sxm"), priors="missing")
     assert missing.launch_overhead() == pytest.approx(2.5e-6)
     assert missing.bandwidth("dram") == pytest.approx(3.35e12)
@@ -142,8 +143,8 @@ def test_a_ceilings_file_keeps_its_launch_prior() -> None:
 
 
 @pytest.mark.parametrize("edit, message", [
-    ("gemm_bf16 = { value = 0.838,", "gemm_bf16 = { value = 1.2,"),
-    ("gemm_bf16 = { value = 0.838,", "gemm_bf61 = { value = 0.838,"),
+    ("gemm_bf16 = { value = 0.845,", "gemm_bf16 = { value = 1.2,"),
+    ("gemm_bf16 = { value = 0.845,", "gemm_bf61 = { value = 0.845,"),
     ('launch_us = { value = 2.5, source = "prior-launch" }', 'launch_us = { value = 2.5, source = "nowhere" }'),
 ])
 def test_a_bad_prior_in_a_catalogue_file_names_the_field(tmp_path: Path, edit: str, message: str) -> None:

@@ -64,6 +64,7 @@ FIGURE_MAPS = (
     "peak_flops", "vector_peak_flops", "bandwidth_bytes_per_s", "capacity_bytes", "latency_s",
     "link_bandwidth_bytes_per_s", "link_latency_s",
     "collective_bandwidth_bytes_per_s", "collective_latency_s", "collective_ranks",
+    "gemm_tile_s",
 )
 _FIGURE_SCALARS = ("launch_overhead_s", "compute_units")
 _KEYS = {
@@ -71,9 +72,10 @@ _KEYS = {
     "capacity_bytes": MEMORY_LEVELS, "latency_s": MEMORY_LEVELS,
     "link_bandwidth_bytes_per_s": TRANSFER_KINDS, "link_latency_s": TRANSFER_KINDS,
     **{name: COLLECTIVE_OPS for name in FIGURE_MAPS if name.startswith("collective_")},
+    "gemm_tile_s": DTYPES,
 }
 # Latencies and overheads may be zero; rates, capacities and counts must be positive.
-_MAY_BE_ZERO = frozenset({"latency_s", "link_latency_s", "launch_overhead_s", "collective_latency_s"})
+_MAY_BE_ZERO = frozenset({"latency_s", "link_latency_s", "launch_overhead_s", "collective_latency_s", "gemm_tile_s"})
 
 
 def check_figure(field_name: str, figure: Any, key: str = "") -> Figure:
@@ -100,6 +102,8 @@ class Ceilings:
     Links: ``h2d``/``d2h`` host link, ``d2d`` copies within device memory, ``peer`` device to
     device, ``host`` copies within host memory on a CPU-only machine. Collectives (measured
     only): per op, the algorithm bandwidth and the latency at ``collective_ranks`` ranks.
+    ``gemm_tile_s``: by dtype, the fixed time the vendor GEMM pays per output tile (a spec prior,
+    :data:`pytest_charz.targets.spec.Priors.gemm_tile_us`; none where the kernels hide it).
     """
 
     target_id: str = ""
@@ -115,6 +119,8 @@ class Ceilings:
     collective_bandwidth_bytes_per_s: Mapping[str, Figure] = field(default_factory=dict)
     collective_latency_s: Mapping[str, Figure] = field(default_factory=dict)
     collective_ranks: Mapping[str, Figure] = field(default_factory=dict)
+    # the vendor GEMM's fixed time per output tile, by dtype (models/gemm.py): a spec prior
+    gemm_tile_s: Mapping[str, Figure] = field(default_factory=dict)
     launch_overhead_s: Figure | None = None
     compute_units: Figure | None = None
     # A launch overhead the spec's priors give (targets/priors.py): used by launch_overhead()
@@ -163,13 +169,17 @@ class Ceilings:
                                               self.collective_ranks))
         return None if lat is None or bw is None or ranks is None else (lat.value, bw.value, int(ranks.value))
 
+    def gemm_tile(self, dtype: str) -> float:
+        """The GEMM's fixed time per output tile of ``dtype`` in seconds (0 without one)."""
+        return _value(self.gemm_tile_s.get(dtype)) or 0.0
+
     def launch_overhead(self) -> float | None:
         """The measured launch overhead (s), else the spec's prior, else None."""
         return _value(self.launch_overhead_s or self.launch_prior_s)
 
     def priors_used(self, work: "Work") -> dict[str, str]:
         """The prior figures (``targets/priors.py``) a prediction of ``work`` consults, by name
-        (``flops:<dtype>``, ``bandwidth:<level>``, ``latency:<level>``, ``launch``,
+        (``flops:<dtype>``, ``gemm_tile:<dtype>``, ``bandwidth:<level>``, ``latency:<level>``, ``launch``,
         ``transfer:<kind>:bandwidth``/``:latency``) with their sources; empty when every figure
         it needs is a datasheet's or a measured one."""
         used: dict[str, Figure] = {}
@@ -182,6 +192,8 @@ class Ceilings:
         for dtype in work.flops:
             matrix = not work.op or work.op in MATRIX_OPS or dtype not in self.vector_peak_flops
             note(f"flops:{dtype}", (self.peak_flops if matrix else self.vector_peak_flops).get(dtype))
+            if work.op == "gemm":
+                note(f"gemm_tile:{dtype}", self.gemm_tile_s.get(dtype))
         for level in work.bytes:
             note(f"bandwidth:{level}", self.bandwidth_bytes_per_s.get(level))
         if work.accesses:
@@ -231,7 +243,8 @@ class Ceilings:
         links = {kind: link.bandwidth_bytes_per_s for kind, link in derived.items()}
         link_latency = {kind: link.latency_s for kind, link in derived.items() if link.latency_s is not None}
         peaks, vector = dict(spec.compute.peak_flops), dict(spec.compute.vector_peak_flops)
-        launch_prior = apply_priors(spec, peaks, vector, bandwidth, latency, links, link_latency, priors)
+        gemm_tile: dict[str, Figure] = {}
+        launch_prior = apply_priors(spec, peaks, vector, bandwidth, latency, links, link_latency, priors, gemm_tile)
         return cls(
             target_id=spec.id,
             kind=spec.identity.kind,
@@ -244,6 +257,7 @@ class Ceilings:
             link_bandwidth_bytes_per_s=links,
             link_latency_s=link_latency,
             compute_units=spec.compute.units,
+            gemm_tile_s=gemm_tile,
             launch_prior_s=launch_prior,
         )
 
@@ -299,8 +313,8 @@ class Ceilings:
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"version": CEILINGS_VERSION, "target_id": self.target_id,
                                 "kind": self.kind, "origin": self.origin}
-        for name in FIGURE_MAPS:  # collective maps only when measured: older files stay as they were
-            if getattr(self, name) or not name.startswith("collective_"):
+        for name in FIGURE_MAPS:  # collective and tile maps only when set: older files stay as they were
+            if getattr(self, name) or not (name.startswith("collective_") or name == "gemm_tile_s"):
                 data[name] = {key: figure.to_json() for key, figure in getattr(self, name).items()}
         for name in _FIGURE_SCALARS:
             figure = getattr(self, name)

@@ -19,9 +19,10 @@ ceilings' GEMM peak, which on a spec target is the datasheet peak times the gene
 achievable fraction fitted on published GEMM rows, ``targets/priors.py``), plus the kernel's
 **ramp**: the fill of the first and the drain of the last tiles and the gap between back-to-back
 kernels, a fixed time per GEMM fitted on a published square sweep (``GEMM_RAMP_S``). Where the
-dtype has one (``GEMM_TILE_FIXED_K``: fp8 on GPUs), every output tile also pays a fixed cost, its
-pipeline fill and epilogue, counted as extra elements of ``k``: a GEMM's efficiency then falls with
-``k`` as the published fp8 sweeps show. The result is never below the roofline bound of the same
+ceilings have one for the dtype (``Ceilings.gemm_tile_s``, a spec prior), every output tile also
+pays a fixed time, its pipeline fill and epilogue, counted as the extra elements of ``k`` its unit
+would run in that time: a GEMM's efficiency then falls with ``k`` and with the unit's rate, as the
+published sweeps show. The result is never below the roofline bound of the same
 ceilings (DRAM bytes included).
 
 The work's FLOPs must be of one dtype (mixed-dtype FLOP counts have no single peak to use).
@@ -38,10 +39,12 @@ from .base import Prediction, Uncovered, guarded
 from .ceilings import Ceilings
 from .roofline import memory_terms, predict_overlapped, target_label
 
-__all__ = ["DEFAULT_GEMM_TILES", "GEMM_K_BLOCK", "GEMM_RAMP_S", "GEMM_TILE_FIXED_K", "STREAM_K_KINDS", "Gemm",
+__all__ = ["DEFAULT_GEMM_TILES", "GEMM_K_BLOCK", "GEMM_RAMP_S", "STREAM_K_KINDS", "Gemm",
            "GemmParams", "GemmSchedule", "gemm_compute_terms", "gemm_schedule", "gemm_tiling", "tile_fixed_k"]
 
-GEMM_PARAMS_VERSION = 3
+GEMM_PARAMS_VERSION = 4
+#: The per-tile cost version 3 wrote (elements of k, fp8 on GPUs), now the targets' prior
+_V3_TILE_FIXED_K = {"gpu:fp8": 656.0}
 
 # GEMM tiles (rows x columns of C per tile) a library may pick, per target kind.
 # GPU: CUTLASS/cuBLAS threadblock tiles on Ampere/Hopper/CDNA are typically 128x128, 128x256 and
@@ -75,20 +78,9 @@ STREAM_K_KINDS: frozenset[str] = frozenset({"gpu"})
 #: back-to-back launches), seconds, per kind. GPU: fitted on the published square bf16 sweep of an
 #: NVIDIA H800 PCIe (rows ``h800-pcie-square-*`` of ``published/measurements.toml``, role
 #: fitted-on, ``fits = "gemm-model:ramp_gpu"``): the 2048^3 time less its executed FLOPs at the
-#: sweep's own large-shape rate (``published.score.fitted_gemm_ramp_s``); carried to every GPU.
+#: sweep's own large-shape rate (``published.score.fitted_gemm_ramp_s``), under no per-tile time
+#: (the Hopper targets carry none for 16-bit GEMMs); carried to every GPU.
 GEMM_RAMP_S: Mapping[str, float] = {"gpu": 0.755e-6}
-#: Fixed cost of one output tile (its pipeline fill before the first MMA and its epilogue after the
-#: last: loading the first k-blocks, converting and storing C), in elements of ``k`` of the main
-#: loop at the tile's own rate, keyed ``"<kind>:<dtype>"``. It makes the efficiency depend on
-#: ``k``: a tile's time is ``(k + fixed) / k`` times its main loop. GPU fp8: fitted on the
-#: published FP8 GEMM sweep of an NVIDIA H800 SXM at M = 4096 (rows ``h800-sxm-deepgemm-*`` of
-#: ``published/measurements.toml``, role fitted-on, ``fits = "prior-gemm-hopper:gemm_fp8"``: the
-#: sweep fits the Hopper fp8 fraction with it; the same N and M run at 590 TFLOP/s with K = 512
-#: and 1358 with K = 16384), re-fitted by ``published.score.fitted_gemm_sweeps``. An fp8
-#: main-loop step moves twice the elements of a 16-bit one in the same time, so the same fixed
-#: time is twice as many fp8 elements; no 16-bit sweep in the table separates a per-tile cost
-#: from the ramp, so 16-bit GEMMs have none.
-GEMM_TILE_FIXED_K: Mapping[str, float] = {"gpu:fp8": 656.0}
 
 
 def _positive_table(name: str, table: Mapping[str, float], allow_zero: bool) -> dict[str, float]:
@@ -108,8 +100,8 @@ class GemmParams:
     alone (``eff_max=1``, ``half_flops=0``: a spec target's peak already carries its generation's
     fitted fraction). ``stream_k`` lists the kinds priced with the stream-K schedule besides the
     data-parallel one, ``k_block`` the main-loop depth per kind, ``ramp_s`` the fixed time per
-    kernel per kind, ``tile_fixed_k`` the fixed cost of one output tile in elements of ``k``
-    per ``"<kind>:<dtype>"`` (module docstring, :data:`GEMM_TILE_FIXED_K`).
+    kernel per kind. The fixed time of one output tile is the target's
+    (``Ceilings.gemm_tile_s``), not a parameter of the model.
     """
 
     eff_max: float = 1.0
@@ -118,7 +110,6 @@ class GemmParams:
     stream_k: frozenset[str] = STREAM_K_KINDS
     k_block: Mapping[str, int] = field(default_factory=lambda: dict(GEMM_K_BLOCK))
     ramp_s: Mapping[str, float] = field(default_factory=lambda: dict(GEMM_RAMP_S))
-    tile_fixed_k: Mapping[str, float] = field(default_factory=lambda: dict(GEMM_TILE_FIXED_K))
 
     def __post_init__(self) -> None:
         check_positive("GemmParams.eff_max", self.eff_max)
@@ -132,11 +123,6 @@ class GemmParams:
         blocks = _positive_table("k_block", self.k_block, allow_zero=False)
         object.__setattr__(self, "k_block", {kind: int(value) for kind, value in blocks.items()})
         object.__setattr__(self, "ramp_s", _positive_table("ramp_s", self.ramp_s, allow_zero=True))
-        fixed = _positive_table("tile_fixed_k", self.tile_fixed_k, allow_zero=True)
-        for key in fixed:
-            if key.count(":") != 1:
-                raise UsageError(f"GemmParams.tile_fixed_k keys are '<kind>:<dtype>', got {key!r}")
-        object.__setattr__(self, "tile_fixed_k", fixed)
 
     def efficiency(self, flops: float) -> float:
         """Fraction of peak sustained on ``flops`` executed FLOPs (0 < eff <= eff_max)."""
@@ -145,23 +131,24 @@ class GemmParams:
     def to_json(self) -> dict[str, Any]:
         return {"version": GEMM_PARAMS_VERSION, "eff_max": self.eff_max, "half_flops": self.half_flops,
                 "tiles": {kind: [list(t) for t in table] for kind, table in self.tiles.items()},
-                "stream_k": sorted(self.stream_k), "k_block": dict(self.k_block), "ramp_s": dict(self.ramp_s),
-                "tile_fixed_k": dict(self.tile_fixed_k)}
+                "stream_k": sorted(self.stream_k), "k_block": dict(self.k_block), "ramp_s": dict(self.ramp_s)}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "GemmParams":
         version = data.get("version")
-        if version not in (1, 2, GEMM_PARAMS_VERSION):
+        if version not in (1, 2, 3, GEMM_PARAMS_VERSION):
             raise FormatError(f"GemmParams JSON version {version!r} is not {GEMM_PARAMS_VERSION}")
         try:
             tiles = {k: tuple(tuple(t) for t in v) for k, v in data["tiles"].items()}
             if version == 1:   # version 1 had no schedules: the data-parallel schedule, no ramp
-                return cls(float(data["eff_max"]), float(data["half_flops"]), tiles, frozenset(), ramp_s={},
-                           tile_fixed_k={})
-            # version 2 had no per-tile fixed cost
-            fixed = dict(data["tile_fixed_k"]) if version == GEMM_PARAMS_VERSION else {}
+                return cls(float(data["eff_max"]), float(data["half_flops"]), tiles, frozenset(), ramp_s={})
+            # version 3 carried the per-tile cost, in elements of k per dtype; it is the target's
+            # now (Ceilings.gemm_tile_s): the default it always wrote is dropped, another refused
+            if version == 3 and dict(data.get("tile_fixed_k") or {}) != _V3_TILE_FIXED_K:
+                raise FormatError(f"GemmParams JSON version 3 sets a per-tile cost {data.get('tile_fixed_k')!r}; "
+                                  "the per-tile time is now the target's prior (gemm_tile_us): set it there")
             return cls(float(data["eff_max"]), float(data["half_flops"]), tiles, frozenset(data["stream_k"]),
-                       dict(data["k_block"]), dict(data["ramp_s"]), fixed)
+                       dict(data["k_block"]), dict(data["ramp_s"]))
         except (KeyError, TypeError, ValueError, UsageError) as exc:
             raise FormatError(f"GemmParams JSON is malformed: {exc}") from exc
 
@@ -192,20 +179,27 @@ def _round_up(value: int, granule: int) -> int:
     return -(-value // granule) * granule
 
 
-def tile_fixed_k(work: Work, kind: str, params: GemmParams) -> float:
-    """The per-tile fixed cost (elements of ``k``) of ``work``'s dtype on ``kind``: 0 when the
-    work's FLOPs are not of one dtype or the table has no entry."""
-    if len(work.flops) != 1:
+def tile_fixed_k(work: Work, ceilings: Ceilings, params: GemmParams, tile: tuple[int, int]) -> float:
+    """The per-tile fixed time of ``work``'s dtype on ``ceilings`` (``Ceilings.gemm_tile``) as
+    elements of ``k``: the depth a unit runs in that time at its share of the peak
+    (``peak * eff_max / units``) on a ``tile``. 0 when there is none or the work's FLOPs are not of
+    one dtype."""
+    units = ceilings.units()
+    if len(work.flops) != 1 or not units:
         return 0.0
     (dtype,) = work.flops
-    return params.tile_fixed_k.get(f"{kind}:{dtype}", 0.0)
+    seconds = ceilings.gemm_tile(dtype)
+    peak = ceilings.peak(dtype, work.op)
+    if not seconds or peak is None:
+        return 0.0
+    return seconds * peak * params.eff_max / units / (2.0 * tile[0] * tile[1])
 
 
 def gemm_schedule(work: Work, ceilings: Ceilings, params: GemmParams) -> GemmSchedule:
     """The library's schedule of ``work`` on ``ceilings``: the cheapest of the data-parallel and
     (on kinds in ``params.stream_k``) stream-K schedules over the kind's tiles. Every tile a unit
-    works on pays the dtype's fixed cost (:func:`tile_fixed_k`): a data-parallel unit one per
-    wave, a stream-K unit one per tile its share of iterations touches, plus one."""
+    works on pays the dtype's fixed time (:func:`tile_fixed_k`): a data-parallel unit one per
+    wave, a stream-K unit one per tile its share of iterations touches."""
     if work.op != "gemm":
         raise Uncovered(f"the gemm model predicts op 'gemm' only; work.op is {work.op!r}")
     m, n, k = (_shape_dim(work, d) for d in ("m", "n", "k"))
@@ -220,11 +214,11 @@ def gemm_schedule(work: Work, ceilings: Ceilings, params: GemmParams) -> GemmSch
     granule = SKINNY_GRANULE.get(kind)
     k_block = params.k_block.get(kind, k)
     ramp = params.ramp_s.get(kind, 0.0)
-    fixed = tile_fixed_k(work, kind, params)
     best: GemmSchedule | None = None
     for tile_m, tile_n in table:
         if granule is not None:
             tile_m, tile_n = min(tile_m, _round_up(m, granule)), min(tile_n, _round_up(n, granule))
+        fixed = tile_fixed_k(work, ceilings, params, (tile_m, tile_n))
         tiles = batch * math.ceil(m / tile_m) * math.ceil(n / tile_n)
         per_k = 2.0 * tile_m * tile_n
         waves = math.ceil(tiles / units)
@@ -234,8 +228,10 @@ def gemm_schedule(work: Work, ceilings: Ceilings, params: GemmParams) -> GemmSch
             per_tile = math.ceil(k / k_block)
             iterations = tiles * per_tile
             per_unit = math.ceil(iterations / units)
-            # one k_block of partial-sum fix-up per unit: some tile is shared by two units
-            touched = math.ceil(per_unit / per_tile) + 1
+            # one k_block of partial-sum fix-up per unit: some tile is shared by two units; a unit's
+            # share crosses at most ceil(per_unit / per_tile) tile boundaries, and there are no
+            # boundaries to cross in a GEMM of one tile
+            touched = min(tiles, math.ceil(per_unit / per_tile) + 1)
             executed = units * per_k * (k_block * (per_unit + 1) + fixed * touched)
             candidates.append(GemmSchedule("stream-k", (tile_m, tile_n), per_unit * k_block / k, executed, ramp))
         for candidate in candidates:

@@ -7,10 +7,11 @@ with no profile (the default model, datasheet ceilings and the target's priors);
 prefill of its prompt plus ``output - 1`` decode steps at the middle context, each ``predict_graph`` of a graph from
 :func:`pytest_charz.workloads.builders.build`. Rows of products outside the catalogue cannot be
 predicted: they are fitted-on rows, and :func:`fitted_fractions` re-derives from them the fraction
-each catalogue rule holds (``value / peak``, averaged over the rule's rows; for a rule fitted on a
-GEMM sweep, the rate its shapes share, :func:`fitted_gemm_sweeps`), so that a test can check the
-catalogue against the table it cites. A sweep also fits the per-tile fixed cost of its dtype
-(:func:`fitted_gemm_tile_fixed_k`). Rows fitted on by the models' own constants
+each catalogue rule holds (``value / peak``, averaged over the rule's rows; for a GEMM row, the
+fraction of peak at which the GEMM model takes the row's time, :func:`gemm_row_fraction`; for a
+rule fitted on a GEMM sweep, the rate its shapes share, :func:`fitted_gemm_sweeps`), so that a test
+can check the catalogue against the table it cites. A sweep also fits the GPUs' per-tile fixed time
+(:func:`fitted_gemm_tile_fixed_s`). Rows fitted on by the models' own constants
 (``fits = "gemm-model:..."`` or ``"collective-model:..."``) are re-fitted the same way:
 :func:`fitted_gemm_ramp_s` for the GEMM ramp, :func:`fitted_fractions` for the collective fractions.
 """
@@ -159,8 +160,10 @@ def fitted_fractions(rows: Sequence[PublishedRow] | None = None) -> dict[str, fl
                 peak = figure / 1e9 if figure is not None else None
         if peak is None:
             raise UsageError(f"published row {row.id!r} has no peak to fit a fraction of")
-        scale = shape_fraction(row.case) if isinstance(row.case, GemmCase) else 1.0
-        groups.setdefault(row.fits, []).append(row.value / peak * scale)
+        if isinstance(row.case, GemmCase):
+            groups.setdefault(row.fits, []).append(gemm_row_fraction(row))
+        else:
+            groups.setdefault(row.fits, []).append(row.value / peak)
     fractions = {key: statistics.fmean(values) for key, values in groups.items()}
     fractions.update({rule: fit.fraction for rule, fit in sweeps.items()})
     return fractions
@@ -170,10 +173,11 @@ def fitted_gemm_ramp_s(rows: Sequence[PublishedRow] | None = None) -> dict[str, 
     """``{"gemm-model:<key>": seconds}``: the GEMM ramp re-fitted on its fitted-on sweep rows.
 
     Per rule, the rows are one product's square sweep (``peak`` and ``units`` given): the large-
-    shape rate is the mean over all but the smallest shape of measured over scheduled rate (the
-    GEMM model's executed FLOPs on ``units`` units at peak); the ramp is the smallest shape's time
-    less its executed FLOPs at that rate."""
-    from ..models.gemm import GemmParams, gemm_schedule
+    shape rate is the mean over all but the smallest shape of the fraction of peak at which the
+    GEMM model without a ramp takes each row's time (:func:`gemm_row_fraction`: its schedule and
+    per-tile fixed time on ``units`` units); the ramp is the smallest shape's time less the model's
+    time for it at that rate."""
+    from ..models.gemm import GemmParams, gemm_compute_terms
 
     groups: dict[str, list[PublishedRow]] = {}
     for row in load_measurements() if rows is None else rows:
@@ -184,21 +188,18 @@ def fitted_gemm_ramp_s(rows: Sequence[PublishedRow] | None = None) -> dict[str, 
     for rule, members in groups.items():
         if len(members) < 2 or any(r.peak is None or r.units is None for r in members):
             raise UsageError(f"GEMM ramp rule {rule!r} needs two or more rows with peak and units")
-        executed: list[tuple[float, float, float]] = []   # (flops, executed, measured seconds)
-        for row in members:
-            assert isinstance(row.case, GemmCase)
-            work = gemm_work(row.case)
-            executed.append((work.total_flops, gemm_schedule(work, _sweep_ceilings(row), no_ramp).executed_flops,
-                             row.measured_time_s()))
-        executed.sort()
-        rate = statistics.fmean(done / seconds for _, done, seconds in executed[1:])
-        _, smallest_done, smallest_s = executed[0]
-        ramps[rule] = smallest_s - smallest_done / rate
+        members = sorted(members, key=lambda r: gemm_work(r.case).total_flops)  # type: ignore[arg-type]
+        rate = statistics.fmean(gemm_row_fraction(row, no_ramp) for row in members[1:])
+        smallest = members[0]
+        work = gemm_work(smallest.case)  # type: ignore[arg-type]
+        (modelled,) = gemm_compute_terms(work, _sweep_ceilings(smallest, rate, rule_tile_s(smallest)),
+                                         no_ramp).values()
+        ramps[rule] = smallest.measured_time_s() - modelled
     return ramps
 
 
-#: The per-tile fixed costs :func:`fitted_gemm_sweeps` tries, elements of k.
-TILE_FIXED_K_GRID = tuple(range(0, 4097, 4))
+#: The per-tile fixed times :func:`fitted_gemm_sweeps` tries, seconds (0 to 12 us by 0.05 us).
+TILE_FIXED_S_GRID = tuple(step * 0.05e-6 for step in range(0, 241))
 #: Shapes a fitted-on rule needs to be fitted as a sweep rather than row by row.
 SWEEP_MIN_ROWS = 3
 
@@ -207,37 +208,91 @@ SWEEP_MIN_ROWS = 3
 class GemmSweepFit:
     """A catalogue GEMM fraction fitted on a published sweep of one product and dtype.
 
-    ``tile_fixed_k`` is the per-tile fixed cost (elements of k) under which one rate explains
-    every shape best; ``fraction`` is that rate over the product's peak: the large-K rate of a
-    GEMM of this dtype, which the catalogue's ``gemm_<dtype>`` efficiency gives. ``rates`` are the
-    rows' own rates over peak at that cost (their spread is what the fit leaves unexplained)."""
+    ``tile_fixed_s`` is the per-tile fixed time under which one rate explains every shape best;
+    ``fraction`` is that rate over the product's peak: the large-K rate of a GEMM of this dtype,
+    which the catalogue's ``gemm_<dtype>`` efficiency gives. ``rates`` are the rows' own fractions
+    at that time (their spread is what the fit leaves unexplained)."""
 
     rule: str
     dtype: str
-    tile_fixed_k: float
+    tile_fixed_s: float
     fraction: float
     rates: tuple[float, ...]
 
 
-def _sweep_ceilings(row: PublishedRow) -> Any:
+def rule_tile_s(row: PublishedRow) -> float:
+    """The GEMM per-tile fixed time (seconds) a fitted-on GEMM row is fitted under: the
+    ``gemm_tile_us`` prior of its dtype on the catalogue targets that take their fraction from the
+    row's rule (``fits = "<source>:gemm_<dtype>"``), which must agree; 0 where they carry none, no
+    target takes the rule, or the row fits a constant of the model itself (``gemm-model:``)."""
+    from ..targets.catalogue import catalogue
+
+    assert isinstance(row.case, GemmCase)
+    source, _, key = row.fits.partition(":")
+    values = set()
+    for spec in catalogue().values():
+        priors = spec.priors
+        if priors is None:
+            continue
+        fraction = priors.efficiency.get(key)
+        if fraction is not None and fraction.source == source:
+            tile = priors.gemm_tile_us.get(row.case.dtype)
+            values.add(tile.value * 1e-6 if tile is not None else 0.0)
+    if len(values) > 1:
+        raise UsageError(f"the targets of rule {row.fits!r} carry different GEMM tile times: {sorted(values)}")
+    return values.pop() if values else 0.0
+
+
+def _sweep_ceilings(row: PublishedRow, fraction: float = 1.0, tile_s: float = 0.0) -> Any:
+    """The ceilings of ``row``'s product for the GEMM model: ``fraction`` of its datasheet peak
+    (the row's ``peak``, else its catalogue target's) on its compute units (``units``, else the
+    catalogue's), a GPU whose GEMM pays ``tile_s`` per output tile."""
     from ..models.ceilings import Ceilings
+    from ..targets.catalogue import resolve
     from ..targets.spec import Figure
 
-    assert isinstance(row.case, GemmCase) and row.peak is not None and row.units is not None
-    return Ceilings(target_id=row.target, kind="gpu", peak_flops={row.case.dtype: Figure(row.peak * 1e12, row.source)},
-                    compute_units=Figure(float(row.units), row.source))
+    assert isinstance(row.case, GemmCase)
+    peak, units = row.peak, row.units
+    if peak is None or units is None:
+        spec = resolve(row.target)
+        if peak is None:
+            figure = spec.peak(row.case.dtype)
+            peak = figure / 1e12 if figure is not None else None
+        if units is None:
+            units = spec.compute.units
+    if peak is None or units is None:
+        raise UsageError(f"published GEMM row {row.id!r} needs a peak and compute units (give 'peak' and 'units')")
+    dtype = row.case.dtype
+    return Ceilings(target_id=row.target, kind="gpu", peak_flops={dtype: Figure(fraction * peak * 1e12, row.source)},
+                    compute_units=Figure(float(units), row.source),
+                    gemm_tile_s={dtype: Figure(tile_s, "fit")} if tile_s else {})
 
 
-def _sweep_rates(members: Sequence[PublishedRow], dtype: str, fixed: float) -> list[float]:
+def gemm_row_fraction(row: PublishedRow, params: Any = None, tile_s: float | None = None) -> float:
+    """The fraction of ``row``'s datasheet peak at which the GEMM model (``params``, default
+    :class:`~pytest_charz.models.gemm.GemmParams`: its tiles, schedules and ramp; ``tile_s`` per
+    output tile, default :func:`rule_tile_s`) takes the row's measured time. Found by fixed-point
+    iteration: at a fraction ``f`` the model executes ``E(f)`` FLOPs (the per-tile time adds FLOPs
+    in proportion to ``f``), so ``f = E(f) / (peak * (time - ramp))``, a contraction while the
+    tile time is below the row's time."""
     from ..models.gemm import GemmParams, gemm_schedule
 
-    params = GemmParams(tile_fixed_k={f"gpu:{dtype}": float(fixed)})
-    rates = []
-    for row in members:
-        assert row.peak is not None
-        schedule = gemm_schedule(gemm_work(row.case), _sweep_ceilings(row), params)  # type: ignore[arg-type]
-        rates.append(schedule.executed_flops / (row.measured_time_s() - schedule.ramp_s) / (row.peak * 1e12))
-    return rates
+    assert isinstance(row.case, GemmCase)
+    params = GemmParams() if params is None else params
+    tile = rule_tile_s(row) if tile_s is None else tile_s
+    work = gemm_work(row.case)
+    peak = _sweep_ceilings(row).peak(row.case.dtype, "gemm")
+    measured = row.measured_time_s()
+    fraction = work.total_flops / measured / peak
+    for _ in range(60):
+        schedule = gemm_schedule(work, _sweep_ceilings(row, fraction, tile), params)
+        if schedule.ramp_s >= measured:
+            raise UsageError(f"published GEMM row {row.id!r} takes {measured:.3g} s, less than the ramp")
+        updated = schedule.executed_flops / (measured - schedule.ramp_s) / peak
+        if abs(updated - fraction) <= 1e-9 * fraction:
+            return updated
+        fraction = updated
+    return fraction
 
 
 def fitted_gemm_sweeps(rows: Sequence[PublishedRow] | None = None) -> dict[str, GemmSweepFit]:
@@ -245,11 +300,12 @@ def fitted_gemm_sweeps(rows: Sequence[PublishedRow] | None = None) -> dict[str, 
     sweep: :data:`SWEEP_MIN_ROWS` or more fitted-on GEMM rows of one dtype, each with ``peak`` and
     ``units`` (the product's datasheet peak and compute units, for the GEMM schedule).
 
-    For each cost of :data:`TILE_FIXED_K_GRID`, every row's executed FLOPs under the GEMM model
-    (its tiles, waves and stream-K, that fixed cost per tile) over its measured time less the
-    ramp is a rate; the fit is the cost whose rates agree best (least squares of their logs), and
-    the fraction is their shared rate (the geometric mean) over the peak. A sweep spans shapes,
-    so its fraction is the rate of typical shapes, not the best one a search found."""
+    For each time of :data:`TILE_FIXED_S_GRID`, every row's fraction of peak under the GEMM model
+    with that fixed time per tile (:func:`gemm_row_fraction`) is a rate; the fit is the time whose
+    rates agree best (least squares of their logs), and the fraction is their shared rate (the
+    geometric mean). A sweep spans shapes, so its fraction is the rate of typical shapes, not the
+    best one a search found."""
+
     groups: dict[str, list[PublishedRow]] = {}
     for row in load_measurements() if rows is None else rows:
         if (not row.held_out and not row.fits.startswith("gemm-model:") and isinstance(row.case, GemmCase)
@@ -257,15 +313,17 @@ def fitted_gemm_sweeps(rows: Sequence[PublishedRow] | None = None) -> dict[str, 
             groups.setdefault(row.fits, []).append(row)
     fits: dict[str, GemmSweepFit] = {}
     for rule, members in groups.items():
-        if len(members) < SWEEP_MIN_ROWS or any(r.peak is None for r in members):
-            raise UsageError(f"GEMM sweep rule {rule!r} needs {SWEEP_MIN_ROWS} or more rows with peak and units")
+        if len(members) < SWEEP_MIN_ROWS:
+            continue   # fitted row by row (fitted_fractions)
+        if any(r.peak is None for r in members):
+            raise UsageError(f"GEMM sweep rule {rule!r} needs a peak on every row")
         dtypes = {r.case.dtype for r in members if isinstance(r.case, GemmCase)}
         if len(dtypes) != 1:
             raise UsageError(f"GEMM sweep rule {rule!r} mixes dtypes {sorted(dtypes)}")
         (dtype,) = dtypes
         best: tuple[float, float, list[float]] | None = None
-        for fixed in TILE_FIXED_K_GRID:
-            logs = [math.log(rate) for rate in _sweep_rates(members, dtype, fixed)]
+        for fixed in TILE_FIXED_S_GRID:
+            logs = [math.log(gemm_row_fraction(row, tile_s=fixed)) for row in members]
             mean = statistics.fmean(logs)
             loss = sum((value - mean) ** 2 for value in logs)
             if best is None or loss < best[0]:
@@ -277,24 +335,15 @@ def fitted_gemm_sweeps(rows: Sequence[PublishedRow] | None = None) -> dict[str, 
     return fits
 
 
-def fitted_gemm_tile_fixed_k(rows: Sequence[PublishedRow] | None = None) -> dict[str, float]:
-    """``{"gemm-model:tile_fixed_gpu_<dtype>": elements of k}``: the per-tile fixed cost of each
-    dtype with a fitted sweep (:func:`fitted_gemm_sweeps`), the figure
-    :data:`pytest_charz.models.gemm.GEMM_TILE_FIXED_K` holds."""
-    fits: dict[str, float] = {}
-    for fit in fitted_gemm_sweeps(rows).values():
-        key = f"gemm-model:tile_fixed_gpu_{fit.dtype}"
-        if key in fits:
-            raise UsageError(f"two GEMM sweeps fit the per-tile cost of {fit.dtype}")
-        fits[key] = fit.tile_fixed_k
-    return fits
+#: The catalogue source key of the GEMM per-tile time (``[priors.gemm_tile_us]``).
+TILE_SOURCE = "prior-gemm-tile"
 
 
-def shape_fraction(case: GemmCase, kind: str = "gpu") -> float:
-    """``(k + fixed) / k``: how much faster than at ``case``'s shape a GEMM of the same dtype runs
-    at large ``k`` (the per-tile fixed cost of :data:`pytest_charz.models.gemm.GEMM_TILE_FIXED_K`;
-    1 for a dtype without one). A fitted-on row measured at ``k`` holds this much more than
-    ``value / peak`` of the large-K rate."""
-    from ..models.gemm import GemmParams, tile_fixed_k
-
-    return (case.k + tile_fixed_k(gemm_work(case), kind, GemmParams())) / case.k
+def fitted_gemm_tile_fixed_s(rows: Sequence[PublishedRow] | None = None) -> dict[str, float]:
+    """``{"prior-gemm-tile": seconds}``: the GEMM per-tile fixed time fitted by the sweep
+    (:func:`fitted_gemm_sweeps`), the figure the catalogue's ``[priors.gemm_tile_us]`` entries of
+    that source hold. One time: two sweeps would each fit it and are refused."""
+    fits = fitted_gemm_sweeps(rows)
+    if len(fits) > 1:
+        raise UsageError(f"{len(fits)} GEMM sweeps ({', '.join(sorted(fits))}) fit the one per-tile fixed time")
+    return {TILE_SOURCE: fit.tile_fixed_s for fit in fits.values()}

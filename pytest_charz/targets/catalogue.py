@@ -169,10 +169,11 @@ class _Reader(TableReader):
         return tuple(levels)
 
     def priors(self, data: Any) -> Priors:
-        raw = self.table(data, "priors", (), (*PRIOR_SCALARS, "latency_ns", "bandwidth_bytes_per_s", "efficiency"))
+        raw = self.table(data, "priors", (), (*PRIOR_SCALARS, "latency_ns", "bandwidth_bytes_per_s", "efficiency",
+                                              "gemm_tile_us"))
         maps: dict[str, dict[str, Figure]] = {}
         for name, keys in (("latency_ns", MEMORY_LEVELS), ("bandwidth_bytes_per_s", MEMORY_LEVELS),
-                           ("efficiency", EFFICIENCY_KEYS)):
+                           ("efficiency", EFFICIENCY_KEYS), ("gemm_tile_us", DTYPES)):
             table = self.table(raw.get(name, {}), f"priors.{name}", (), keys)
             maps[name] = {key: figure for key in table
                           if (figure := self.figure(table, key, f"priors.{name}")) is not None}

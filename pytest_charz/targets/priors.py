@@ -14,6 +14,9 @@ them into the figure maps of :class:`~pytest_charz.models.ceilings.Ceilings`:
   ``host_link_*`` and ``peer_link_*`` fill links the spec lacks (a TPU's host link, a PCIe card's
   peer path) or their latencies; a ``d2d`` copy costs one launch (``launch_us``) of latency.
 * ``launch_us`` is the launch (dispatch) overhead of one kernel (one op's dispatch on a CPU).
+* ``gemm_tile_us.<dtype>`` is the fixed time one output tile of the vendor GEMM pays besides its
+  main loop (``Ceilings.gemm_tile_s``, read by ``models/gemm.py``); only with all priors, since
+  it adds time and the datasheet roofline is a lower bound.
 * On a CPU, a DRAM bandwidth prior also gives host-memory copies (``host``) half of it.
 
 Every figure made here has a source starting with :data:`PRIOR_MARK`, naming the prior's citation
@@ -51,17 +54,21 @@ PRIOR_MODES = ("all", "missing", "none")
 
 def apply_priors(spec: TargetSpec, peak_flops: FigureMap, vector_peak_flops: FigureMap,
                  bandwidth: FigureMap, latency_s: FigureMap, link_bandwidth: FigureMap,
-                 link_latency_s: FigureMap, mode: str = "all") -> Figure | None:
+                 link_latency_s: FigureMap, mode: str = "all", gemm_tile_s: FigureMap | None = None) -> Figure | None:
     """Put ``spec.priors`` into the datasheet figure maps (updated in place, keyed as in
     ``Ceilings``); returns the launch overhead prior in seconds (None when the spec has none).
 
     ``mode``: ``"all"``; ``"missing"`` fills only figures the datasheet lacks and leaves the
-    datasheet's own figures unscaled (the datasheet roofline, a lower bound on time); ``"none"``.
+    datasheet's own figures unscaled (the datasheet roofline, a lower bound on time: no GEMM
+    per-tile time either, which only adds time); ``"none"``.
     """
     priors = spec.priors
     if priors is None or mode == "none":
         return None
     eff = priors.efficiency if mode == "all" else {}
+    if mode == "all" and gemm_tile_s is not None:
+        for dtype, figure in priors.gemm_tile_us.items():
+            gemm_tile_s[dtype] = _filled(figure, 1e-6, "us")
     for dtype, datasheet in list(peak_flops.items()):
         fraction = eff.get(f"gemm_{dtype}")
         if fraction is not None:

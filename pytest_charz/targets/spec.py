@@ -101,6 +101,9 @@ class Priors:
     datasheet bandwidth), ``host_link`` and ``peer_link`` (large copies over the per-direction
     link rate). ``latency_ns`` and ``bandwidth_bytes_per_s`` by memory level where the spec has
     none; ``host_link_*``/``peer_link_*`` where the spec has no such link or no latency for it.
+    ``gemm_tile_us``: by dtype, the fixed time one output tile of the vendor GEMM pays besides its
+    main loop (pipeline fill and epilogue, ``models/gemm.py``), where the target's kernels are
+    shown to pay one.
     """
 
     launch_us: Figure | None = None
@@ -111,11 +114,12 @@ class Priors:
     latency_ns: Mapping[str, Figure] = field(default_factory=dict)
     bandwidth_bytes_per_s: Mapping[str, Figure] = field(default_factory=dict)
     efficiency: Mapping[str, Figure] = field(default_factory=dict)
+    gemm_tile_us: Mapping[str, Figure] = field(default_factory=dict)
 
 
 PRIOR_SCALARS = ("launch_us", "host_link_latency_us", "peer_link_latency_us",
                  "host_link_bandwidth_bytes_per_s", "peer_link_bandwidth_bytes_per_s")
-PRIOR_MAPS = ("latency_ns", "bandwidth_bytes_per_s", "efficiency")
+PRIOR_MAPS = ("latency_ns", "bandwidth_bytes_per_s", "efficiency", "gemm_tile_us")
 
 
 @dataclass(frozen=True)
