@@ -136,10 +136,18 @@ def test_priors_survive_the_run_file_round_trip() -> None:
     assert TargetSpec.from_json(host.to_json()).priors == host.priors
 
 
-def test_a_ceilings_file_keeps_its_launch_prior() -> None:
+def test_a_ceilings_file_keeps_its_launch_prior_tile_time_and_architecture() -> None:
     ceilings = Ceilings.from_spec(resolve("a100"))
-    assert Ceilings.from_json(ceilings.to_json()).launch_prior_s == ceilings.launch_prior_s
-    assert "launch_prior_s" not in Ceilings.from_spec(resolve("a100"), priors="none").to_json()
+    again = Ceilings.from_json(ceilings.to_json())
+    assert again.launch_prior_s == ceilings.launch_prior_s
+    assert again.gemm_tile_s == ceilings.gemm_tile_s and again.gemm_tile("fp16") > 0
+    assert again.architecture == "Ampere" and again == ceilings
+    bare = Ceilings.from_spec(resolve("a100"), priors="none").to_json()
+    assert "launch_prior_s" not in bare and "gemm_tile_s" not in bare   # only with priors
+    assert "gemm_tile_s" not in Ceilings.from_spec(resolve("a100"), priors="missing").to_json()
+    # written before the tile time and the architecture: read as having neither
+    old = {key: value for key, value in ceilings.to_json().items() if key not in ("gemm_tile_s", "architecture")}
+    assert Ceilings.from_json(old).gemm_tile("fp16") == 0.0 and Ceilings.from_json(old).architecture == ""
 
 
 @pytest.mark.parametrize("edit, message", [

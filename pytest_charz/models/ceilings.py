@@ -102,6 +102,8 @@ class Ceilings:
     Links: ``h2d``/``d2h`` host link, ``d2d`` copies within device memory, ``peer`` device to
     device, ``host`` copies within host memory on a CPU-only machine. Collectives (measured
     only): per op, the algorithm bandwidth and the latency at ``collective_ranks`` ranks.
+    ``architecture`` is the spec's (``Ampere``, ``Hopper``, ...), which picks what the vendor
+    library's kernels can do (e.g. the GEMM tile shapes, ``models/gemm.py``).
     ``gemm_tile_s``: by dtype, the fixed time the vendor GEMM pays per output tile (a spec prior,
     :data:`pytest_charz.targets.spec.Priors.gemm_tile_us`; none where the kernels hide it).
     """
@@ -109,6 +111,8 @@ class Ceilings:
     target_id: str = ""
     kind: str = ""
     origin: str = ""
+    # the spec's architecture ("Ampere", "Hopper"...): what a vendor library's kernels are built for
+    architecture: str = ""
     peak_flops: Mapping[str, Figure] = field(default_factory=dict)
     vector_peak_flops: Mapping[str, Figure] = field(default_factory=dict)
     bandwidth_bytes_per_s: Mapping[str, Figure] = field(default_factory=dict)
@@ -248,6 +252,7 @@ class Ceilings:
         return cls(
             target_id=spec.id,
             kind=spec.identity.kind,
+            architecture=spec.identity.architecture,
             origin=f"spec:{spec.id}",
             peak_flops=peaks,
             vector_peak_flops=vector,
@@ -274,7 +279,7 @@ class Ceilings:
         Mapping fields merge key by key (``bandwidth_bytes_per_s={"dram": 4e12}``); a number
         becomes a ``Figure(number, "override")`` and ``None`` removes the figure. Scalar figures
         (``launch_overhead_s``, ``compute_units``) take a number, a Figure or None; ``target_id``,
-        ``kind`` and ``origin`` take strings.
+        ``kind``, ``origin`` and ``architecture`` take strings.
         """
         updates: dict[str, Any] = {}
         for name, change in changes.items():
@@ -290,10 +295,10 @@ class Ceilings:
                 updates[name] = merged
             elif name in (*_FIGURE_SCALARS, "launch_prior_s"):
                 updates[name] = None if change is None else _as_figure(change)
-            elif name in ("target_id", "kind", "origin"):
+            elif name in ("target_id", "kind", "origin", "architecture"):
                 updates[name] = str(change)
             else:
-                known = ", ".join(("target_id", "kind", "origin") + FIGURE_MAPS + _FIGURE_SCALARS + ("launch_prior_s",))
+                known = ", ".join(("target_id", "kind", "origin", "architecture") + FIGURE_MAPS + _FIGURE_SCALARS + ("launch_prior_s",))
                 raise UsageError(f"Ceilings has no figure {name!r}; known: {known}")
         return dataclasses.replace(self, **updates)
 
@@ -305,6 +310,7 @@ class Ceilings:
         for name in (*_FIGURE_SCALARS, "launch_prior_s"):
             updates[name] = getattr(self, name) or getattr(other, name)
         updates["kind"] = self.kind or other.kind
+        updates["architecture"] = self.architecture or other.architecture
         updates["target_id"] = self.target_id or other.target_id
         updates["origin"] = f"{self.origin}+{other.origin}" if other.origin else self.origin
         return dataclasses.replace(self, **updates)
@@ -313,6 +319,8 @@ class Ceilings:
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"version": CEILINGS_VERSION, "target_id": self.target_id,
                                 "kind": self.kind, "origin": self.origin}
+        if self.architecture:   # only when known: older files stay as they were
+            data["architecture"] = self.architecture
         for name in FIGURE_MAPS:  # collective and tile maps only when set: older files stay as they were
             if getattr(self, name) or not (name.startswith("collective_") or name == "gemm_tile_s"):
                 data[name] = {key: figure.to_json() for key, figure in getattr(self, name).items()}
@@ -328,7 +336,7 @@ class Ceilings:
         if data.get("version") != CEILINGS_VERSION:
             raise FormatError(f"Ceilings JSON version {data.get('version')!r} is not {CEILINGS_VERSION}")
         try:
-            kwargs: dict[str, Any] = {n: str(data.get(n, "")) for n in ("target_id", "kind", "origin")}
+            kwargs: dict[str, Any] = {n: str(data.get(n, "")) for n in ("target_id", "kind", "origin", "architecture")}
             for name in FIGURE_MAPS:
                 kwargs[name] = {k: Figure(float(f["value"]), str(f["source"])) for k, f in (data.get(name) or {}).items()}
             for name in (*_FIGURE_SCALARS, "launch_prior_s"):

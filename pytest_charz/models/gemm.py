@@ -64,6 +64,17 @@ DEFAULT_GEMM_TILES: Mapping[str, tuple[tuple[int, int], ...]] = {
 # full tile. Without this a batch-1 decode GEMM (m = 1) counted 128x its FLOPs and came out
 # compute-bound where reading its weights takes several times longer.
 SKINNY_GRANULE: Mapping[str, int] = {"gpu": 16, "cpu": 1}
+#: Architectures whose vendor GEMM has CTA tiles only of power-of-two sides, 64 to 256: cuBLAS
+#: and CUTLASS 2.x kernels for Ampere (sm_80, also run on Ada's sm_89) are built for 64, 128 and
+#: 256 wide threadblock tiles (CUTLASS's SM80 tensor-op tile list: 256x128, 128x256, 256x64,
+#: 64x256, 128x128, 128x64, 64x128, 64x64; cuBLAS kernel names such as
+#: ``ampere_h16816gemm_256x128_ldg8_stages_64x3``). A dimension of C smaller than the tile is padded
+#: to the next such side, not to the MMA granule; one of at most ``SKINNY_GRANULE`` keeps the
+#: skinny (GEMV-like) kernels. Hopper's wgmma takes N in steps of 8 up to 256, so its tiles
+#: follow a dimension to the granule.
+POWER_OF_TWO_TILE_ARCHITECTURES: frozenset[str] = frozenset({"Ampere", "Ada Lovelace"})
+#: The smallest tile side on those architectures.
+POWER_OF_TWO_TILE_MIN = 64
 #: Depth of one main-loop step (elements of k per iteration), per kind: 64, the k extent of the
 #: 16-bit CUTLASS 3.x Hopper and 2.x Ampere tile shapes (e.g. 128x256x64) and of hipBLASLt's
 #: MacroTile depth on CDNA3; the granule in which stream-K deals k to the units.
@@ -179,6 +190,15 @@ def _round_up(value: int, granule: int) -> int:
     return -(-value // granule) * granule
 
 
+def _tile_side(dimension: int, granule: int, ceilings: Ceilings) -> int:
+    """The tile side a library covers ``dimension`` with when it is smaller than the tile: the
+    granule's multiple, or on :data:`POWER_OF_TWO_TILE_ARCHITECTURES` the next power of two from
+    :data:`POWER_OF_TWO_TILE_MIN` (a skinny dimension of at most ``granule`` keeps the granule)."""
+    if ceilings.architecture in POWER_OF_TWO_TILE_ARCHITECTURES and dimension > granule:
+        return max(POWER_OF_TWO_TILE_MIN, 1 << (dimension - 1).bit_length())
+    return _round_up(dimension, granule)
+
+
 def tile_fixed_k(work: Work, ceilings: Ceilings, params: GemmParams, tile: tuple[int, int]) -> float:
     """The per-tile fixed time of ``work``'s dtype on ``ceilings`` (``Ceilings.gemm_tile``) as
     elements of ``k``: the depth a unit runs in that time at its share of the peak
@@ -217,7 +237,7 @@ def gemm_schedule(work: Work, ceilings: Ceilings, params: GemmParams) -> GemmSch
     best: GemmSchedule | None = None
     for tile_m, tile_n in table:
         if granule is not None:
-            tile_m, tile_n = min(tile_m, _round_up(m, granule)), min(tile_n, _round_up(n, granule))
+            tile_m, tile_n = min(tile_m, _tile_side(m, granule, ceilings)), min(tile_n, _tile_side(n, granule, ceilings))
         fixed = tile_fixed_k(work, ceilings, params, (tile_m, tile_n))
         tiles = batch * math.ceil(m / tile_m) * math.ceil(n / tile_n)
         per_k = 2.0 * tile_m * tile_n
