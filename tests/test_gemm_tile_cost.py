@@ -15,7 +15,8 @@ from pytest_charz.models.ceilings import Ceilings
 from pytest_charz.models.gemm import Gemm
 from pytest_charz.published import GemmCase, load_measurements
 from pytest_charz.published.score import (TILE_SOURCE, fitted_fractions, fitted_gemm_ramp_s, fitted_gemm_sweeps,
-                                          fitted_gemm_tile_fixed_s, gemm_row_fraction, gemm_work, rule_tile_s)
+                                          fitted_gemm_tile_fixed_s, gemm_row_fraction, gemm_work, rule_architecture,
+                                          rule_tile_s)
 from pytest_charz.targets.catalogue import catalogue, resolve
 
 SWEEP = "prior-gemm-hopper:gemm_fp8"
@@ -106,20 +107,13 @@ def test_hopper_16_bit_targets_carry_no_tile_time_because_their_fitted_rows_refu
     rows = rows_by_id()
     gh200 = rows["gh200-mamf-bf16-2025"]
     assert rule_tile_s(gh200) == 0.0 and rule_tile_s(rows["a800-sxm-square-bf16-max"]) == pytest.approx(fitted_tile_s())
+    assert rule_architecture(gh200) == "Hopper" and rule_architecture(rows["a800-sxm-square-bf16-max"]) == "Ampere"
     # fitted under the tile time, the GH200 best shape would ask 97% of the dense peak (every
     # other 16-bit rule: 60-87%) ...
     assert gemm_row_fraction(gh200, tile_s=fitted_tile_s()) > 0.95 > 0.90 > gemm_row_fraction(gh200)
     # ... and the ramp fitted on the H800 PCIe bf16 sweep turns negative
-    ramp_rows = [row for row in load_measurements() if row.fits == "gemm-model:ramp_gpu"]
     assert fitted_gemm_ramp_s()["gemm-model:ramp_gpu"] > 0
-    from pytest_charz.published import score
-
-    original = score.rule_tile_s
-    try:
-        score.rule_tile_s = lambda row: fitted_tile_s()   # type: ignore[assignment]
-        assert fitted_gemm_ramp_s(ramp_rows)["gemm-model:ramp_gpu"] < 0
-    finally:
-        score.rule_tile_s = original   # type: ignore[assignment]
+    assert fitted_gemm_ramp_s(tile_s=fitted_tile_s())["gemm-model:ramp_gpu"] < 0
 
 
 def test_the_hopper_fp8_fraction_is_the_rate_the_sweep_shares_not_a_best_shape() -> None:

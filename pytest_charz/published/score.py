@@ -169,8 +169,10 @@ def fitted_fractions(rows: Sequence[PublishedRow] | None = None) -> dict[str, fl
     return fractions
 
 
-def fitted_gemm_ramp_s(rows: Sequence[PublishedRow] | None = None) -> dict[str, float]:
-    """``{"gemm-model:<key>": seconds}``: the GEMM ramp re-fitted on its fitted-on sweep rows.
+def fitted_gemm_ramp_s(rows: Sequence[PublishedRow] | None = None, tile_s: float | None = None) -> dict[str, float]:
+    """``{"gemm-model:<key>": seconds}``: the GEMM ramp re-fitted on its fitted-on sweep rows,
+    under the per-tile time ``tile_s`` (default: its rule's, :func:`rule_tile_s`; none for the
+    ramp's Hopper 16-bit sweep).
 
     Per rule, the rows are one product's square sweep (``peak`` and ``units`` given): the large-
     shape rate is the mean over all but the smallest shape of the fraction of peak at which the
@@ -189,11 +191,12 @@ def fitted_gemm_ramp_s(rows: Sequence[PublishedRow] | None = None) -> dict[str, 
         if len(members) < 2 or any(r.peak is None or r.units is None for r in members):
             raise UsageError(f"GEMM ramp rule {rule!r} needs two or more rows with peak and units")
         members = sorted(members, key=lambda r: gemm_work(r.case).total_flops)  # type: ignore[arg-type]
-        rate = statistics.fmean(gemm_row_fraction(row, no_ramp) for row in members[1:])
+        rate = statistics.fmean(gemm_row_fraction(row, no_ramp, tile_s) for row in members[1:])
         smallest = members[0]
+        tile = rule_tile_s(smallest) if tile_s is None else tile_s
         work = gemm_work(smallest.case)  # type: ignore[arg-type]
-        (modelled,) = gemm_compute_terms(work, _sweep_ceilings(smallest, rate, rule_tile_s(smallest)),
-                                         no_ramp).values()
+        ceilings = _sweep_ceilings(smallest, rate, tile, rule_architecture(smallest))
+        (modelled,) = gemm_compute_terms(work, ceilings, no_ramp).values()
         ramps[rule] = smallest.measured_time_s() - modelled
     return ramps
 
@@ -220,33 +223,47 @@ class GemmSweepFit:
     rates: tuple[float, ...]
 
 
-def rule_tile_s(row: PublishedRow) -> float:
-    """The GEMM per-tile fixed time (seconds) a fitted-on GEMM row is fitted under: the
-    ``gemm_tile_us`` prior of its dtype on the catalogue targets that take their fraction from the
-    row's rule (``fits = "<source>:gemm_<dtype>"``), which must agree; 0 where they carry none, no
-    target takes the rule, or the row fits a constant of the model itself (``gemm-model:``)."""
+def _rule_specs(row: PublishedRow) -> list[Any]:
+    """The catalogue targets that take their fraction from ``row``'s rule
+    (``fits = "<source>:gemm_<dtype>"``); none for a constant of the model itself (``gemm-model:``)."""
     from ..targets.catalogue import catalogue
 
-    assert isinstance(row.case, GemmCase)
     source, _, key = row.fits.partition(":")
-    values = set()
+    specs = []
     for spec in catalogue().values():
-        priors = spec.priors
-        if priors is None:
-            continue
-        fraction = priors.efficiency.get(key)
+        fraction = spec.priors.efficiency.get(key) if spec.priors is not None else None
         if fraction is not None and fraction.source == source:
-            tile = priors.gemm_tile_us.get(row.case.dtype)
-            values.add(tile.value * 1e-6 if tile is not None else 0.0)
+            specs.append(spec)
+    return specs
+
+
+def rule_tile_s(row: PublishedRow) -> float:
+    """The GEMM per-tile fixed time (seconds) a fitted-on GEMM row is fitted under: the
+    ``gemm_tile_us`` prior of its dtype on the targets of its rule (:func:`_rule_specs`), which
+    must agree; 0 where they carry none or the rule has no target."""
+    assert isinstance(row.case, GemmCase)
+    values = set()
+    for spec in _rule_specs(row):
+        tile = spec.priors.gemm_tile_us.get(row.case.dtype)
+        values.add(tile.value * 1e-6 if tile is not None else 0.0)
     if len(values) > 1:
         raise UsageError(f"the targets of rule {row.fits!r} carry different GEMM tile times: {sorted(values)}")
     return values.pop() if values else 0.0
 
 
-def _sweep_ceilings(row: PublishedRow, fraction: float = 1.0, tile_s: float = 0.0) -> Any:
+def rule_architecture(row: PublishedRow) -> str:
+    """The architecture of the targets of a fitted-on GEMM row's rule, which picks the library's
+    tile shapes (``models/gemm.py``); they must agree; empty where the rule has no target."""
+    names = {spec.identity.architecture for spec in _rule_specs(row)}
+    if len(names) > 1:
+        raise UsageError(f"the targets of rule {row.fits!r} are of different architectures: {sorted(names)}")
+    return names.pop() if names else ""
+
+
+def _sweep_ceilings(row: PublishedRow, fraction: float = 1.0, tile_s: float = 0.0, architecture: str = "") -> Any:
     """The ceilings of ``row``'s product for the GEMM model: ``fraction`` of its datasheet peak
     (the row's ``peak``, else its catalogue target's) on its compute units (``units``, else the
-    catalogue's), a GPU whose GEMM pays ``tile_s`` per output tile."""
+    catalogue's), a GPU of ``architecture`` whose GEMM pays ``tile_s`` per output tile."""
     from ..models.ceilings import Ceilings
     from ..targets.catalogue import resolve
     from ..targets.spec import Figure
@@ -263,7 +280,8 @@ def _sweep_ceilings(row: PublishedRow, fraction: float = 1.0, tile_s: float = 0.
     if peak is None or units is None:
         raise UsageError(f"published GEMM row {row.id!r} needs a peak and compute units (give 'peak' and 'units')")
     dtype = row.case.dtype
-    return Ceilings(target_id=row.target, kind="gpu", peak_flops={dtype: Figure(fraction * peak * 1e12, row.source)},
+    return Ceilings(target_id=row.target, kind="gpu", architecture=architecture,
+                    peak_flops={dtype: Figure(fraction * peak * 1e12, row.source)},
                     compute_units=Figure(float(units), row.source),
                     gemm_tile_s={dtype: Figure(tile_s, "fit")} if tile_s else {})
 
@@ -271,7 +289,8 @@ def _sweep_ceilings(row: PublishedRow, fraction: float = 1.0, tile_s: float = 0.
 def gemm_row_fraction(row: PublishedRow, params: Any = None, tile_s: float | None = None) -> float:
     """The fraction of ``row``'s datasheet peak at which the GEMM model (``params``, default
     :class:`~pytest_charz.models.gemm.GemmParams`: its tiles, schedules and ramp; ``tile_s`` per
-    output tile, default :func:`rule_tile_s`) takes the row's measured time. Found by fixed-point
+    output tile, default :func:`rule_tile_s`; the tiles of :func:`rule_architecture`) takes the
+    row's measured time. Found by fixed-point
     iteration: at a fraction ``f`` the model executes ``E(f)`` FLOPs (the per-tile time adds FLOPs
     in proportion to ``f``), so ``f = E(f) / (peak * (time - ramp))``, a contraction while the
     tile time is below the row's time."""
@@ -280,12 +299,13 @@ def gemm_row_fraction(row: PublishedRow, params: Any = None, tile_s: float | Non
     assert isinstance(row.case, GemmCase)
     params = GemmParams() if params is None else params
     tile = rule_tile_s(row) if tile_s is None else tile_s
+    architecture = rule_architecture(row)
     work = gemm_work(row.case)
     peak = _sweep_ceilings(row).peak(row.case.dtype, "gemm")
     measured = row.measured_time_s()
     fraction = work.total_flops / measured / peak
     for _ in range(60):
-        schedule = gemm_schedule(work, _sweep_ceilings(row, fraction, tile), params)
+        schedule = gemm_schedule(work, _sweep_ceilings(row, fraction, tile, architecture), params)
         if schedule.ramp_s >= measured:
             raise UsageError(f"published GEMM row {row.id!r} takes {measured:.3g} s, less than the ramp")
         updated = schedule.executed_flops / (measured - schedule.ramp_s) / peak
