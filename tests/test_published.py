@@ -8,7 +8,8 @@ from typing import Mapping
 import pytest
 
 from pytest_charz.errors import SpecError
-from pytest_charz.published import GemmCase, LlmCase, PublishedRow, load_measurements
+from pytest_charz.published import GemmCase, PublishedRow, load_measurements
+from pytest_charz.published.serving import ServingCase
 from pytest_charz.published.score import fitted_fractions, gemm_work, held_out_summary, score_row, score_rows
 from pytest_charz.published.table import TABLE_PATH
 from pytest_charz.report.published_report import render_published_markdown, write_published_report
@@ -21,9 +22,12 @@ def test_every_row_is_typed_and_cites_its_source() -> None:
     for row in rows:
         assert row.role in ("fitted-on", "held-out") and "http" in row.source, row.id
         assert row.measured_time_s() > 0
-    assert {row.kind for row in rows} >= {"gemm", "stream", "llm"}
-    llm = next(row for row in rows if isinstance(row.case, LlmCase))
-    assert llm.case.batch == 8 and llm.case.input == 32 and llm.case.output == 128
+    assert {row.kind for row in rows} >= {"gemm", "stream", "serving-latency"}
+    # a latency benchmark's row: one batch end to end, in ms, its runtime named on the row
+    latency = next(row for row in rows if row.kind == "serving-latency")
+    assert isinstance(latency.case, ServingCase) and latency.case.runtime == "eager" and latency.note
+    assert latency.case.batch == 8 and latency.case.input == 32 and latency.case.output == 128
+    assert latency.measured_time_s() == pytest.approx(latency.value * 1e-3)
 
 
 def fitted_rule(source: str, key: str, rules: Mapping[str, object]) -> str:

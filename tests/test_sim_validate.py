@@ -74,7 +74,7 @@ def test_published_rows_of_three_catalogue_gpus_are_simulated() -> None:
             assert score.simulated_s is not None and score.simulated_s > 0, score
         else:
             assert score.simulated_s is None and "not a catalogue target" in score.reason
-    for kind in ("gemm", "llm"):
+    for kind in ("gemm", "serving-latency"):
         targets = {s.target for s in scores if s.detail == kind and s.simulated_s is not None}
         assert len(targets) >= 3, (kind, targets)
     gemm = next(s for s in scores if s.detail == "gemm" and s.simulated_s is not None)

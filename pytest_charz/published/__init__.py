@@ -1,4 +1,4 @@
-"""Published GPU measurements (GEMM, copies, collectives, LLM runs), each cited, and their scoring against the
+"""Published GPU measurements (GEMM, copies, collectives, LLM serving runs), each cited, and their scoring against the
 spec-only predictions of the catalogue (datasheet figures plus the targets' priors).
 
 ``load_measurements()`` gives the committed table (``measurements.toml``) as typed rows;
@@ -6,6 +6,6 @@ spec-only predictions of the catalogue (datasheet figures plus the targets' prio
 """
 from __future__ import annotations
 
-from .table import CollectiveCase, GemmCase, LlmCase, PublishedRow, StreamCase, load_measurements
+from .table import CollectiveCase, GemmCase, PublishedRow, StreamCase, load_measurements
 
-__all__ = ["CollectiveCase", "GemmCase", "LlmCase", "PublishedRow", "StreamCase", "load_measurements"]
+__all__ = ["CollectiveCase", "GemmCase", "PublishedRow", "StreamCase", "load_measurements"]

@@ -3,9 +3,9 @@
 A GEMM row is ``predict(Work(2mnk FLOPs, the three matrices' bytes, op="gemm", shape), target)``
 with no profile (the default model, datasheet ceilings and the target's priors); a copy row is
 ``predict(Work(bytes=...), target)``; a collective row is ``predict(Work(collectives=...), target)``
-(the collective library's algorithm choice, :mod:`pytest_charz.models.comm`); an LLM row is the
-prefill of its prompt plus ``output - 1`` decode steps at the middle context, each ``predict_graph`` of a graph from
-:func:`pytest_charz.workloads.builders.build`. Rows of products outside the catalogue cannot be
+(the collective library's algorithm choice, :mod:`pytest_charz.models.comm`); an LLM serving row
+is its run's graphs priced by ``predict_graph`` under the row's runtime profile
+(:mod:`.serving`). Rows of products outside the catalogue cannot be
 predicted: they are fitted-on rows, and :func:`fitted_fractions` re-derives from them the fraction
 each catalogue rule holds (``value / peak``, averaged over the rule's rows; for a GEMM row, the
 fraction of peak at which the GEMM model takes the row's time, :func:`gemm_row_fraction`; for a
@@ -25,7 +25,7 @@ from typing import Any, Sequence
 from ..errors import UsageError
 from ..work import Collective, Work
 from .serving import ServingCase, score_serving_row
-from .table import CollectiveCase, GemmCase, LlmCase, PublishedRow, StreamCase, load_measurements
+from .table import CollectiveCase, GemmCase, PublishedRow, StreamCase, load_measurements
 
 BYTES_PER_ELEMENT = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int32": 4}
 
@@ -77,20 +77,6 @@ def case_work(case: GemmCase | StreamCase | CollectiveCase) -> Work:
     return stream_work(case)
 
 
-def llm_time_s(case: LlmCase, target: str) -> tuple[float, tuple[str, ...]]:
-    """Spec-only end-to-end time of an LLM row and the uncovered ops' reasons (empty when complete)."""
-    from ..workloads.builders import build
-    from ..workloads.predict import predict_graph
-
-    prefill = predict_graph(build(case.model, "prefill", batch=case.batch, seq=case.input, dtype=case.dtype,
-                                  tp=case.tp), target)
-    middle = case.input + case.output // 2
-    decode = predict_graph(build(case.model, "decode", batch=case.batch, context=middle, dtype=case.dtype,
-                                 tp=case.tp), target)
-    missing = tuple(reason for _, reason in (*prefill.uncovered, *decode.uncovered))
-    return prefill.latency_s + (case.output - 1) * decode.latency_s, missing
-
-
 def score_row(row: PublishedRow) -> ScoredRow:
     """``row`` against the spec-only prediction of its case on its target."""
     from ..models.ceilings import Ceilings
@@ -103,14 +89,6 @@ def score_row(row: PublishedRow) -> ScoredRow:
         return ScoredRow(row, measured, None, (), f"{row.target!r} is not a catalogue target (a fitted-on row)")
     if isinstance(row.case, ServingCase):
         return score_serving_row(row)
-    if isinstance(row.case, LlmCase):
-        try:
-            predicted, missing = llm_time_s(row.case, row.target)
-        except UsageError as exc:
-            return ScoredRow(row, measured, None, (), str(exc))
-        if missing:
-            return ScoredRow(row, measured, None, (), f"uncovered ops: {missing[0]}")
-        return ScoredRow(row, measured, predicted, ("llm: the priors of every op (see the GEMM and copy rows)",))
     work = case_work(row.case)
     prediction = predict(work, target=row.target)
     if not prediction.covered:

@@ -1,12 +1,15 @@
-"""Published LLM serving figures (rows of kind ``serving-throughput`` and ``serving-ttft``) and
-their scoring: the same conditions (model, batch, prompt and output lengths, tensor parallelism,
-precision recipe and KV cache dtype, runtime) built and predicted spec-only.
+"""Published LLM serving figures (rows of kind ``serving-throughput``, ``serving-latency`` and
+``serving-ttft``) and their scoring: the same conditions (model, batch, prompt and output lengths,
+tensor parallelism, precision recipe and KV cache dtype, runtime) built and predicted spec-only.
 
 * ``serving-throughput`` (``tokens/s/GPU``): a static batch, as TensorRT-LLM's
   ``gptSessionBenchmark`` runs it: ``batch`` prompts of ``input`` tokens prefilled at once, then
   ``output - 1`` decode steps of the whole batch; the figure is ``batch * output`` tokens over that
   time, per GPU (``tp`` of them). Scored as the prefill plus ``output - 1`` decode steps at the
   middle context (``input + output // 2``: a decode step's cost is linear in its context).
+* ``serving-latency`` (``ms``): the end-to-end time of one such batch, as a latency benchmark
+  (vLLM's ``benchmark_latency``) runs it: the prefill plus ``output - 1`` decode steps, scored
+  as a throughput run is.
 * ``serving-ttft`` (``ms``): the time to the first token of one request of ``batch`` prompts of
   ``input`` tokens: its prefill.
 
@@ -26,7 +29,7 @@ if TYPE_CHECKING:
     from .table import PublishedRow
 
 #: Row kinds and their units.
-SERVING_UNITS = {"serving-throughput": "tokens/s/GPU", "serving-ttft": "ms"}
+SERVING_UNITS = {"serving-throughput": "tokens/s/GPU", "serving-latency": "ms", "serving-ttft": "ms"}
 SERVING_KINDS = tuple(SERVING_UNITS)
 FIELDS = ("model", "batch", "input", "output", "tp", "precision")
 OPTIONAL = ("kv_dtype", "runtime", "decode_kernel", "engine")
@@ -53,7 +56,7 @@ class ServingCase:
 
     def measured_time_s(self, value: float) -> float:
         """The measured time of the run in seconds: ``value`` is tokens/s per GPU or ms."""
-        if self.metric == "serving-ttft":
+        if SERVING_UNITS[self.metric] == "ms":
             return value * 1e-3
         return self.batch * self.output / (value * self.tp)
 
@@ -97,7 +100,7 @@ def serving_graphs(case: ServingCase) -> tuple["Graph", "Graph | None", int]:
     options: dict[str, Any] = {"dtype": case.precision, "tp": case.tp, "kv_dtype": case.kv_dtype or None,
                                "kernels": kernels, "decode_kernel": case.decode_kernel}
     prefill = build(case.model, "prefill", batch=case.batch, seq=case.input, **options)
-    if case.metric != "serving-throughput" or case.output == 1:
+    if case.metric == "serving-ttft" or case.output == 1:
         return prefill, None, 0
     decode = build(case.model, "decode", batch=case.batch, context=case.input + case.output // 2, **options)
     return prefill, decode, case.output - 1

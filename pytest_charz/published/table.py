@@ -1,8 +1,9 @@
 """The committed table of published GPU measurements (``measurements.toml``), typed and checked.
 
 Each row is one published figure: what was measured (a GEMM shape and dtype, a STREAM-like copy
-of so many bytes, a collective as nccl-tests runs it: op, buffer bytes and ranks, or an LLM run:
-model configuration, batch, input and output tokens, tensor parallelism, dtype), its value and
+of so many bytes, a collective as nccl-tests runs it: op, buffer bytes and ranks, or an LLM serving
+run, :class:`~.serving.ServingCase`: model configuration, batch, input and output tokens, tensor
+parallelism, precision recipe, runtime), its value and
 unit (a collective's is nccl-tests' bus bandwidth), its citation, and its role: ``fitted-on`` when a prior of
 the catalogue was fitted on it (``fits`` = ``"<catalogue source key>:<efficiency key>"``),
 ``held-out`` when it only tests the priors. :func:`load_measurements` is the public loader; a bad
@@ -21,9 +22,9 @@ from ..work import COLLECTIVE_OPS, DTYPES
 from .serving import SERVING_KINDS, SERVING_UNITS, ServingCase, read_serving_case
 
 TABLE_PATH = Path(__file__).with_name("measurements.toml")
-KINDS = ("gemm", "stream", "collective", "llm", *SERVING_KINDS)
+KINDS = ("gemm", "stream", "collective", *SERVING_KINDS)
 ROLES = ("fitted-on", "held-out")
-UNITS = {"gemm": "TFLOP/s", "stream": "GB/s", "collective": "GB/s", "llm": "ms", **SERVING_UNITS}
+UNITS = {"gemm": "TFLOP/s", "stream": "GB/s", "collective": "GB/s", **SERVING_UNITS}
 
 
 @dataclass(frozen=True)
@@ -53,22 +54,9 @@ class CollectiveCase:
 
 
 @dataclass(frozen=True)
-class LlmCase:
-    """An LLM generation: ``batch`` sequences of ``input`` prompt tokens, ``output`` tokens each,
-    on ``tp`` devices; ``model`` is a configuration of ``pytest_charz/workloads/configs/``."""
-
-    model: str
-    batch: int
-    input: int
-    output: int
-    tp: int
-    dtype: str
-
-
-@dataclass(frozen=True)
 class PublishedRow:
     """One published measurement. ``value`` is in ``unit`` (TFLOP/s for GEMM, GB/s for a copy,
-    ms end to end for an LLM run); ``source`` is the full citation; ``peak`` is the datasheet
+    ms or tokens/s per GPU for a serving run); ``source`` is the full citation; ``peak`` is the datasheet
     figure (same unit) of a product outside the catalogue, which its fitted fraction is of (a
     collective's: the per-direction peer link rate); ``units`` its compute unit count where a
     fit needs the GEMM schedule of a product outside the catalogue."""
@@ -80,7 +68,7 @@ class PublishedRow:
     value: float
     unit: str
     source: str
-    case: GemmCase | StreamCase | CollectiveCase | LlmCase | ServingCase
+    case: GemmCase | StreamCase | CollectiveCase | ServingCase
     fits: str = ""
     peak: float | None = None
     note: str = ""
@@ -125,7 +113,7 @@ class _Reader(TableReader):
         return float(value)
 
     def case(self, raw: Mapping[str, Any], kind: str,
-             field: str) -> GemmCase | StreamCase | CollectiveCase | LlmCase | ServingCase:
+             field: str) -> GemmCase | StreamCase | CollectiveCase | ServingCase:
         if kind in SERVING_KINDS:
             return read_serving_case(self, raw, kind, field)
         where = f"{field}.{kind}"
@@ -136,14 +124,9 @@ class _Reader(TableReader):
         if kind == "stream":
             data = self.table(raw.get(kind), where, ("bytes",))
             return StreamCase(self.number(data, "bytes", where))
-        if kind == "collective":
-            data = self.table(raw.get(kind), where, ("op", "bytes", "ranks"))
-            return CollectiveCase(self.choice(data, "op", where, COLLECTIVE_OPS), self.number(data, "bytes", where),
-                                  self.count(data, "ranks", where))
-        data = self.table(raw.get(kind), where, ("model", "batch", "input", "output", "tp", "dtype"))
-        return LlmCase(self.text(data, "model", where), self.count(data, "batch", where),
-                       self.count(data, "input", where), self.count(data, "output", where),
-                       self.count(data, "tp", where), self.choice(data, "dtype", where, DTYPES))
+        data = self.table(raw.get(kind), where, ("op", "bytes", "ranks"))
+        return CollectiveCase(self.choice(data, "op", where, COLLECTIVE_OPS), self.number(data, "bytes", where),
+                              self.count(data, "ranks", where))
 
     def rows(self, data: Any) -> tuple[PublishedRow, ...]:
         raw = self.table(data, "", ("sources", "rows"))

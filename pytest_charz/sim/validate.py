@@ -108,22 +108,10 @@ def score_runs(runs: Sequence[Any], profile: Mapping[str, Any] | None = None,
     return scores
 
 
-def _llm_time_s(case: Any, target: str) -> float:
-    from . import simulate_graph
-    from ..workloads.builders import build
-
-    machine = simulated_machine(target, None)
-    prefill = simulate_graph(build(case.model, "prefill", batch=case.batch, seq=case.input, dtype=case.dtype,
-                                   tp=case.tp), machine)
-    decode = simulate_graph(build(case.model, "decode", batch=case.batch, context=case.input + case.output // 2,
-                                  dtype=case.dtype, tp=case.tp), machine)
-    return float(prefill.latency_s + (case.output - 1) * decode.latency_s)
-
-
 def score_published(rows: Sequence[Any] | None = None) -> list[SimScore]:
     """The published table's rows (default: the committed one) against the simulator."""
     from . import simulate_work
-    from ..published import LlmCase, load_measurements
+    from ..published import load_measurements
     from ..published.score import case_work
     from ..published.serving import ServingCase
     from .simulate import simulate_serving_case
@@ -140,8 +128,6 @@ def score_published(rows: Sequence[Any] | None = None) -> list[SimScore]:
         try:
             if isinstance(row.case, ServingCase):
                 simulated = simulate_serving_case(row.case, simulated_machine(row.target, None))
-            elif isinstance(row.case, LlmCase):
-                simulated = _llm_time_s(row.case, row.target)
             else:
                 work = case_work(row.case)
                 simulated = float(simulate_work(work, simulated_machine(row.target, None)).latency_s)
