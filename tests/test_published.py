@@ -113,6 +113,10 @@ def test_the_report_marks_each_row_and_gives_its_error(tmp_path: Path) -> None:
     assert "| fitted-on |" in text and "median |time error|" in text
     first = next(s for s in scored if s.row.held_out)
     assert f"{first.error:+.1%}" in text
+    # what the table says about a row (an assumption, a known gap) reaches the report with it
+    latency = [s.row for s in scored if s.row.kind == "serving-latency"]
+    assert "## Notes on rows" in text and text.count(latency[0].note) == 1   # one note, its rows listed once
+    assert f"- {', '.join(f'`{row.id}`' for row in latency)}: {latency[0].note}" in text
     line = write_published_report(str(tmp_path))
     assert (tmp_path / "published.md").read_text() == text and "held-out rows on" in line
 

@@ -38,14 +38,22 @@ def summary_line(scored: Sequence[ScoredRow]) -> str:
 
 
 def render_published_markdown(scored: Sequence[ScoredRow]) -> str:
-    """The section as Markdown: the summary, the table, and every source cited."""
+    """The section as Markdown: the summary, the table, what the table says about its rows (their
+    notes: an assumption, a known gap) and every source cited."""
     sources = sorted({item.row.source for item in scored})
     lines = ["# Published GPU measurements against spec-only predictions", "",
              "Each row is a published measurement; `predict(work, target=...)` with no profile (datasheet "
              "figures and the target's priors) predicts it. `fitted-on` rows are the ones a prior of the "
              "catalogue was fitted on; only `held-out` rows test the priors. Error = predicted / measured "
-             "time - 1.", "", summary_line(scored), "", render_table(HEADERS, table_rows(scored), markdown=True),
-             "", "## Sources", ""]
+             "time - 1.", "", summary_line(scored), "", render_table(HEADERS, table_rows(scored), markdown=True)]
+    by_note: dict[str, list[str]] = {}   # rows sharing a note are listed once, in table order
+    for item in scored:
+        if item.row.note:
+            by_note.setdefault(item.row.note, []).append(item.row.id)
+    if by_note:
+        lines += ["", "## Notes on rows", ""]
+        lines += [f"- {', '.join(f'`{name}`' for name in names)}: {note}" for note, names in by_note.items()]
+    lines += ["", "## Sources", ""]
     lines += [f"- {source}" for source in sources]
     return "\n".join(lines) + "\n"
 
