@@ -116,9 +116,10 @@ def held_out_summary(scored: Sequence[ScoredRow]) -> dict[str, Any]:
 
 def fitted_fractions(rows: Sequence[PublishedRow] | None = None) -> dict[str, float]:
     """``{"<catalogue source key>:<efficiency key>": fraction}`` over the fitted-on rows: a GEMM
-    sweep's shared rate (:func:`fitted_gemm_sweeps`), else ``mean(value / peak)`` over the rule's
-    rows (a fitted-on row of a catalogue target without ``peak`` takes the datasheet figure its
-    efficiency key scales)."""
+    sweep's shared rate (:func:`fitted_gemm_sweeps`); else the mean over the rule's rows of, for a
+    GEMM row, the fraction at which the GEMM model takes its time (:func:`gemm_row_fraction`), and
+    for any other row ``value / peak`` (a fitted-on row of a catalogue target without ``peak``
+    takes the datasheet figure its efficiency key scales)."""
     from ..targets.catalogue import resolve
 
     table = load_measurements() if rows is None else rows
@@ -127,21 +128,16 @@ def fitted_fractions(rows: Sequence[PublishedRow] | None = None) -> dict[str, fl
     for row in table:
         if row.held_out or row.fits.startswith("gemm-model:") or row.fits in sweeps:
             continue
+        if isinstance(row.case, GemmCase):   # its peak and units: _sweep_ceilings
+            groups.setdefault(row.fits, []).append(gemm_row_fraction(row))
+            continue
         peak = row.peak
         if peak is None:
-            spec = resolve(row.target)
-            if isinstance(row.case, GemmCase):
-                figure = spec.peak(row.case.dtype)
-                peak = figure / 1e12 if figure is not None else None
-            else:
-                figure = spec.bandwidth("dram")
-                peak = figure / 1e9 if figure is not None else None
+            figure = resolve(row.target).bandwidth("dram")
+            peak = figure / 1e9 if figure is not None else None
         if peak is None:
             raise UsageError(f"published row {row.id!r} has no peak to fit a fraction of")
-        if isinstance(row.case, GemmCase):
-            groups.setdefault(row.fits, []).append(gemm_row_fraction(row))
-        else:
-            groups.setdefault(row.fits, []).append(row.value / peak)
+        groups.setdefault(row.fits, []).append(row.value / peak)
     fractions = {key: statistics.fmean(values) for key, values in groups.items()}
     fractions.update({rule: fit.fraction for rule, fit in sweeps.items()})
     return fractions
