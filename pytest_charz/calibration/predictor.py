@@ -13,7 +13,8 @@ this module takes typed values only, so the fitting code below it can use the sa
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from ..errors import UsageError
@@ -76,13 +77,59 @@ class Predictor:
 
     def predict(self, work: Work) -> Prediction:
         """The prediction of one execution of ``work`` (times in s): the model on the ceilings,
-        then the calibration's efficiency and interval where it fitted the work's class."""
+        then the calibration's efficiency and interval where it fitted the work's class. A grouped
+        GEMM on a CPU is its groups' calls (:meth:`_grouped_on_cpu`)."""
         if not isinstance(work, Work):
             raise UsageError(f"a prediction takes a Work, got {work!r}")
+        grouped = self._grouped_on_cpu(work)
+        if grouped is not None:
+            return grouped
         prediction = self.model.predict(work, self.ceilings)
         if self.calibration is None or not prediction.covered:
             return prediction
         return self.calibration.apply(prediction, work, roofline_floor_or_zero_s(work, self.ceilings), self.bands)
+
+    def _grouped_on_cpu(self, work: Work) -> Prediction | None:
+        """A grouped GEMM (``op="gemm"``, ``shape["groups"]`` > 1: ``torch._grouped_mm`` of a
+        mixture of experts) on a CPU, else None. PyTorch runs it there as its fallback
+        (``_grouped_mm_fallback``, ATen ``GroupedMMUtils.h``): one ``at::mm_out`` per group, empty
+        groups included. So it costs the op's own dispatch, one call per group (each at the
+        framework's dispatch figure: slices and an ATen call, no Python) and, for each group that
+        has rows, the kernel of that group's GEMM (its prediction less its dispatch). Which group
+        a row goes to is data: the rows are taken spread over as many groups as there are rows
+        (a token's experts are distinct), each group's bytes its share of the work's."""
+        groups = int(work.shape.get("groups") or 1)
+        dims = [work.shape.get(d) for d in ("m", "n", "k")]
+        if (self.ceilings.kind != "cpu" or work.op != "gemm" or groups <= 1 or len(work.flops) != 1
+                or any(not d or d < 1 for d in dims)):
+            return None
+        from ..models.opclass import dispatch_s
+
+        m, n, k = (float(d) for d in dims)   # type: ignore[arg-type]
+        busy = min(groups, math.ceil(m))
+        rows = math.ceil(m / busy)
+        (dtype,) = work.flops
+        shape = {key: value for key, value in work.shape.items() if key != "groups"}
+        group = Work(flops={dtype: 2.0 * rows * n * k}, bytes={level: amount / groups for level, amount in work.bytes.items()},
+                     launches=1, op="gemm", shape={**shape, "m": rows, "module_calls": 0})
+        one = self.predict(group)
+        whole = self.model.predict(replace(work, shape=shape), self.ceilings)
+        if not one.covered or not whole.covered:
+            return None
+        call_s = dispatch_s(one)
+        kernel_s = one.time_s - call_s
+        outer = {term: seconds for term, seconds in whole.breakdown.items() if term.startswith("dispatch:")}
+        breakdown = {term: busy * seconds for term, seconds in one.breakdown.items() if not term.startswith("dispatch:")}
+        for term, seconds in one.breakdown.items():
+            if term.startswith("dispatch:"):
+                outer[term] = outer.get(term, 0.0) + groups * seconds
+        time_s = sum(outer.values()) + busy * kernel_s
+        low, high = one.interval_s
+        scale = time_s / one.time_s if one.time_s > 0 else 1.0
+        note = (f"grouped GEMM on a CPU: {groups} calls (PyTorch's _grouped_mm fallback), "
+                f"{busy} with rows ({rows} each)")
+        return replace(one, time_s=time_s, interval_s=(low * scale, high * scale), breakdown={**breakdown, **outer},
+                       notes=(*one.notes, note))
 
     def predict_all(self, works: Iterable[Work]) -> list[Prediction]:
         """Predictions of ``works`` in order; equal works are priced once (a 70B graph repeats
