@@ -67,6 +67,9 @@ FIGURE_MAPS = (
     "gemm_tile_s",
 )
 _FIGURE_SCALARS = ("launch_overhead_s", "compute_units")
+#: Figure maps written to JSON only when set (measured collectives, a spec's GEMM tile time), so
+#: that files without them stay as they were.
+_MAPS_WRITTEN_WHEN_SET = frozenset({*(name for name in FIGURE_MAPS if name.startswith("collective_")), "gemm_tile_s"})
 _KEYS = {
     "peak_flops": DTYPES, "vector_peak_flops": DTYPES, "bandwidth_bytes_per_s": MEMORY_LEVELS,
     "capacity_bytes": MEMORY_LEVELS, "latency_s": MEMORY_LEVELS,
@@ -321,8 +324,8 @@ class Ceilings:
                                 "kind": self.kind, "origin": self.origin}
         if self.architecture:   # only when known: older files stay as they were
             data["architecture"] = self.architecture
-        for name in FIGURE_MAPS:  # collective and tile maps only when set: older files stay as they were
-            if getattr(self, name) or not (name.startswith("collective_") or name == "gemm_tile_s"):
+        for name in FIGURE_MAPS:
+            if getattr(self, name) or name not in _MAPS_WRITTEN_WHEN_SET:
                 data[name] = {key: figure.to_json() for key, figure in getattr(self, name).items()}
         for name in _FIGURE_SCALARS:
             figure = getattr(self, name)

@@ -234,13 +234,10 @@ def rule_architecture(row: PublishedRow) -> str:
     return names.pop() if names else ""
 
 
-def _sweep_ceilings(row: PublishedRow, fraction: float = 1.0, tile_s: float = 0.0, architecture: str = "") -> Any:
-    """The ceilings of ``row``'s product for the GEMM model: ``fraction`` of its datasheet peak
-    (the row's ``peak``, else its catalogue target's) on its compute units (``units``, else the
-    catalogue's), a GPU of ``architecture`` whose GEMM pays ``tile_s`` per output tile."""
-    from ..models.ceilings import Ceilings
+def _row_peak_units(row: PublishedRow) -> tuple[float, int]:
+    """A GEMM row's datasheet peak (TFLOP/s) and compute units: the row's ``peak`` and
+    ``units``, else its catalogue target's."""
     from ..targets.catalogue import resolve
-    from ..targets.spec import Figure
 
     assert isinstance(row.case, GemmCase)
     peak, units = row.peak, row.units
@@ -253,6 +250,19 @@ def _sweep_ceilings(row: PublishedRow, fraction: float = 1.0, tile_s: float = 0.
             units = spec.compute.units
     if peak is None or units is None:
         raise UsageError(f"published GEMM row {row.id!r} needs a peak and compute units (give 'peak' and 'units')")
+    return peak, int(units)
+
+
+def _sweep_ceilings(row: PublishedRow, fraction: float = 1.0, tile_s: float = 0.0, architecture: str = "",
+                    peak_units: tuple[float, int] | None = None) -> Any:
+    """The ceilings of ``row``'s product for the GEMM model: ``fraction`` of its datasheet peak
+    on its compute units (:func:`_row_peak_units`, or ``peak_units`` already looked up), a GPU of
+    ``architecture`` whose GEMM pays ``tile_s`` per output tile."""
+    from ..models.ceilings import Ceilings
+    from ..targets.spec import Figure
+
+    assert isinstance(row.case, GemmCase)
+    peak, units = peak_units or _row_peak_units(row)
     dtype = row.case.dtype
     return Ceilings(target_id=row.target, kind="gpu", architecture=architecture,
                     peak_flops={dtype: Figure(fraction * peak * 1e12, row.source)},
@@ -264,22 +274,23 @@ def gemm_row_fraction(row: PublishedRow, params: Any = None, tile_s: float | Non
     """The fraction of ``row``'s datasheet peak at which the GEMM model (``params``, default
     :class:`~pytest_charz.models.gemm.GemmParams`: its tiles, schedules and ramp; ``tile_s`` per
     output tile, default :func:`rule_tile_s`; the tiles of :func:`rule_architecture`) takes the
-    row's measured time. Found by fixed-point
-    iteration: at a fraction ``f`` the model executes ``E(f)`` FLOPs (the per-tile time adds FLOPs
-    in proportion to ``f``), so ``f = E(f) / (peak * (time - ramp))``, a contraction while the
-    tile time is below the row's time."""
+    row's measured time. Found by fixed-point iteration: at a fraction ``f`` the model executes
+    ``E(f)`` FLOPs (the per-tile time adds FLOPs in proportion to ``f``), so
+    ``f = E(f) / (peak * (time - ramp))``, a contraction while the tile time is below the row's
+    time."""
     from ..models.gemm import GemmParams, gemm_schedule
 
     assert isinstance(row.case, GemmCase)
     params = GemmParams() if params is None else params
     tile = rule_tile_s(row) if tile_s is None else tile_s
     architecture = rule_architecture(row)
+    peak_units = _row_peak_units(row)
     work = gemm_work(row.case)
-    peak = _sweep_ceilings(row).peak(row.case.dtype, "gemm")
+    peak = peak_units[0] * 1e12
     measured = row.measured_time_s()
     fraction = work.total_flops / measured / peak
     for _ in range(60):
-        schedule = gemm_schedule(work, _sweep_ceilings(row, fraction, tile, architecture), params)
+        schedule = gemm_schedule(work, _sweep_ceilings(row, fraction, tile, architecture, peak_units), params)
         if schedule.ramp_s >= measured:
             raise UsageError(f"published GEMM row {row.id!r} takes {measured:.3g} s, less than the ramp")
         updated = schedule.executed_flops / (measured - schedule.ramp_s) / peak

@@ -24,6 +24,7 @@ File schema (mirrors ``spec.py``)::
     [priors.latency_ns]            level = FIGURE                                  predictions,
     [priors.bandwidth_bytes_per_s] level = FIGURE                                  targets/priors.py)
     [priors.efficiency]  gemm_<dtype>|dram|host_link|peer_link = FIGURE (a fraction in (0, 1])
+    [priors.gemm_tile_us]          dtype = FIGURE (the GEMM's fixed time per output tile, us)
 
 where FIGURE is ``{ value = <positive number>, source = "<key of [sources]>" }``.
 """

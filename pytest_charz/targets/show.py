@@ -141,4 +141,6 @@ def _priors(spec: TargetSpec) -> list[str]:
         lines.append(f"  {'bandwidth ' + level:<18} {_figure(figure, _si(figure.value, 'B/s'))}")
     for key, figure in priors.efficiency.items():
         lines.append(f"  {'achievable ' + key:<18} {_figure(figure, f'{figure.value:.1%}')}")
+    for dtype, figure in priors.gemm_tile_us.items():
+        lines.append(f"  {'gemm tile ' + dtype:<18} {_figure(figure, f'{figure.value:g} us')}")
     return lines
