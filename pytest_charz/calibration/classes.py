@@ -26,8 +26,9 @@ was x0.49-x2.40 with the ends, while 20 of 22 held-out ops were within 15%).
 Outside the fitted range the prediction is **extrapolated**: the efficiency stays at the end
 knot's, and the interval widens by ``EXTRAPOLATION_WIDENING`` in log space per decade outside,
 and the prediction's notes say so. Below the range a class of one dtype whose smallest cases are
-mostly fixed cost (:func:`small_end`) also keeps that fixed cost: a small op never costs less
-than its class's setup; what is fixed is judged in the model's own kernel time, not the size.
+mostly fixed cost (:func:`small_end`) prices a small op on the line through them: their fixed
+cost and rate, with the op's own dispatch on top, undivided by the end knot's efficiency; what is
+fixed is judged in the model's own kernel time, not the size.
 """
 from __future__ import annotations
 
@@ -83,8 +84,9 @@ class ClassFit:
         work to nothing; a small op's time is mostly a fixed cost instead (the framework's and the
         kernel's setup: a CPU ``scaled_dot_product_attention`` 37-55 us at any size a decode step
         gives it, whose model priced it at 9 us from its smallest calibrated case's efficiency).
-        So there the time is at least the affine line through the class's smallest cases
-        (``small``): their fixed cost plus the model's kernel time of this work at their rate."""
+        So there the time is the affine line through the class's smallest cases (``small``): their
+        fixed cost plus the model's kernel time of this work at their rate, plus the op's own
+        dispatch, which the end knot's efficiency would have divided too."""
         size = self.table.size_of(work)
         # the fresh pages of a large output are the operating system's cost, which no class
         # microbenchmark pays (their outputs stay below the threshold), and a dispatch variant's
@@ -101,9 +103,14 @@ class ClassFit:
             # model priced it, so an op priced alone is its kernel priced in a graph plus the
             # dispatch the graph's host pays
             own_dispatch_s = dispatch_s(prediction)
-            floor = fixed_s + per_model_s * max(prediction.time_s - pages_s - own_dispatch_s, 0.0) + pages_s \
+            line = fixed_s + per_model_s * max(prediction.time_s - pages_s - own_dispatch_s, 0.0) + pages_s \
                 + own_dispatch_s
-            if floor > time_s:
+            # the line, above or below the end knot's efficiency: that efficiency divides the op's
+            # dispatch too, which a class of slow small kernels does not slow (a 1-float rsqrt
+            # priced 1.20 us at the pooled transcendental end knot's 0.585, on a Xeon core where
+            # it took 0.73-0.79 us and the line says 0.95)
+            floor = max(line, floor_s)
+            if not math.isclose(floor, time_s, rel_tol=1e-9):
                 time_s = floor
                 notes.append(f"below the calibrated range of {self.key}: its smallest cases' fixed cost "
                              f"{fixed_s * 1e6:.3g} us plus this work's share")
