@@ -34,28 +34,24 @@ from ..models.opclass_costs import host_framework, is_workload, op_class_of
 from ..models.registry import DEFAULT_MODEL, get_model
 from ..records import CaseRecord, Run
 from ..work import Work
-from ..workloads.aten_costs import aten_name
+from ..workloads.aten_costs import TRANSCENDENTAL, aten_name
 from ..calibration.classes import summed_interval
 from ..calibration.fit import fit
 from ..calibration.predictor import Predictor
 from ..prediction import CalibrationArg, load_predictor
 from ..calibration.observations import Observation, RunArg, ceilings_from_run, load_runs, observations
 
-#: aten ops the IR counts as elementwise that are bound by their math (``aten_costs.TRANSCENDENTAL``).
-_TRANSCENDENTAL_SOURCES = frozenset({"exp", "exp2", "expm1", "log", "log1p", "tanh", "sigmoid", "silu", "gelu", "erf",
-                                     "rsqrt", "sqrt", "pow", "sin", "cos", "softplus", "reciprocal"})
-
 
 def op_work(work: Work, source: str, module_code: bool = True) -> Work:
-    """An op's Work as the model should see it: an elementwise aten op bound by its math marked
-    ``transcendental`` with its ``function`` (the capture keeps that mark in the op's attrs, not
-    its Work); an op that begins a module call of a model's code
+    """An op's Work as the model should see it: an elementwise aten op bound by its math
+    (``aten_costs.TRANSCENDENTAL``) marked ``transcendental`` with its ``function``, as the capture
+    now marks it (a graph captured before kept the mark in the op's attrs only); an op that begins a module call of a model's code
     (:func:`~pytest_charz.models.opclass_costs.pays_module_call`) marked
     ``framework="torch-module"`` unless ``module_code`` is False (the op timed alone, replayed: its module code is not in its
     time, only the bare framework op's dispatch)."""
     name = aten_name(source)
     shape: dict[str, Any] = dict(work.shape)
-    if work.op == "elementwise" and name in _TRANSCENDENTAL_SOURCES and not work.shape.get("transcendental"):
+    if work.op == "elementwise" and name in TRANSCENDENTAL and not work.shape.get("transcendental"):
         shape.update(transcendental=1, function=name)
     if module_code and source != HELDOUT and host_framework(work) == "torch-module":
         # an aten op that begins an nn.Module call: its host pays the module code's cost

@@ -14,7 +14,8 @@ FLOP conventions (one multiply-add is 2 FLOPs):
   ``2*b*h*s_q*s_kv*(3*d_qk + 2*d_v)``. Causal attention is marked ``causal=True`` and the FLOPs
   of the unmasked (lower-triangular, top-left aligned as torch's ``is_causal``) part are in
   ``attrs["causal_flops"]`` for models that want the half count.
-* elementwise: 1 per output element (transcendentals too, marked ``transcendental=True``);
+* elementwise: 1 per output element (transcendentals too, marked ``transcendental`` with their
+  ``function`` in the Work's shape, and ``transcendental=True`` in the op's attrs);
   fills and factories (``zeros``, ``fill_``, ``arange``) 0.
 * reductions: 1 per input element; softmax 5 per element (backward 4); norms per element
   (layer norm 5, plus 1 each for weight and bias; rms norm 3 plus 1 for weight; backward 2x).
@@ -296,7 +297,11 @@ def aten_cost(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any], inputs:
         return AtenCost("other", 0.0, first_out, {"data_dependent": name in DATA_DEPENDENT})
     if name.startswith("_foreach_"):
         return AtenCost("elementwise", out_elems or in_elems, first_out, {"foreach": True})
-    attrs = {"transcendental": True} if name in TRANSCENDENTAL else {}
     if not outputs:
         return AtenCost("other", 0.0, {}, {})
-    return AtenCost("elementwise", out_elems, first_out, attrs)
+    if name in TRANSCENDENTAL:
+        # bound by its math: its Work says so, and names its function, whose cost is its own
+        # (calibration.class_keys: ``transcendental.<function>`` where the suite calibrated it)
+        return AtenCost("elementwise", out_elems, {**first_out, "transcendental": 1, "function": name},
+                        {"transcendental": True})
+    return AtenCost("elementwise", out_elems, first_out, {})
