@@ -218,6 +218,14 @@ def test_the_cpu_reference_kernel_is_chosen_by_the_cases_kind_and_only_for_the_c
     copy = Work(bytes=2 << 20, op="copy")
     gemm = Work(flops=2.0 * 96**3, bytes=3.0 * 96 * 96 * 8, dtype="fp64", op="gemm")
     assert pace_kind(copy) == "memory" and pace_kind(gemm) == "core-clock" and pace_kind(Work(launches=1)) == "core-clock"
+    # failure kind: a captured decode step, 118 launches of 34 KB each and bound by its host's
+    # dispatch, paced by the memory kernel, was called 28% slower (drift) where its raw time had
+    # moved -1.3%: launches that each move less than the memory kernel's copy run at core clock
+    decode = Work(flops=1.2e6, bytes=4.02e6, launches=118, op="workload")
+    small_add = Work(flops=1024.0, bytes=12288.0, launches=1, op="elementwise")
+    assert pace_kind(decode) == "core-clock" and pace_kind(small_add) == "core-clock"
+    assert pace_kind(Work(flops=3.1e6, bytes=37.7e6, launches=1, op="elementwise")) == "memory"
+    assert pace_kind(Work(bytes=64.0 * (1 << 20), launches=8, op="copy")) == "memory"
     assert reference_kernel("sim", gemm) is None and reference_kernel("cuda", copy) is None
     for work, kind in ((copy, "memory"), (gemm, "core-clock")):
         probe = cpu_pace_probe(work)
