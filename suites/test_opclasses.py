@@ -2,7 +2,7 @@
 calibrated from measurements of this machine (``pytest_charz.models.opclass``).
 
 Classes and what each case runs (fp32, on the host CPU through PyTorch's eager ops, with the
-threads PyTorch is given): ``elementwise`` (``torch.add``, and of a transposed view: ``elementwise.strided``), ``transcendental`` (``torch.exp``, ``tanh``, ``gelu``, ``sigmoid``, ``silu``, ``x.pow(2)``, ``rsqrt``),
+threads PyTorch is given): ``elementwise`` (``torch.add``, of a transposed view: ``elementwise.strided``, and the factories ``torch.arange`` and ``torch.zeros``: ``elementwise.fill``), ``transcendental`` (``torch.exp``, ``tanh``, ``gelu``, ``sigmoid``, ``silu``, ``x.pow(2)``, ``rsqrt``),
 ``reduction`` (``torch.sum``, and ``torch.mean`` over each row), ``softmax`` and ``norm`` (``layer_norm``) over rows,
 ``transpose`` (a transposed copy), ``copy`` (``Tensor.copy_``, and ``torch.cat`` of a KV cache's append and of rotary halves), ``gemm`` (square, skinny and small
 inner dimension ``torch.mm``, and linear layers' ``F.linear``), ``bmm``, ``conv`` (``conv2d`` 3x3), ``attention``
@@ -72,6 +72,11 @@ ATTENTION_MATH = ((4, 32, 32), (8, 64, 32), (4, 128, 32), (4, 256, 64), (12, 256
 #: a view by strides (``elementwise.strided``), not as one contiguous run
 STRIDED = ((2, 8, 64), (2, 32, 64), (2, 128, 64), (8, 256, 64))
 GATHER = ((64, 256), (256, 256), (1024, 256), (8192, 512))                # rows gathered, width
+#: Elements of the factories a model's code calls for positions and masks (``torch.arange`` of
+#: int64, ``torch.zeros`` of fp32): they write and read nothing, and parse a size, not tensors
+#: (``elementwise.fill``)
+FILL_ELEMENTS = (64, 1 << 10, 1 << 14, 1 << 18)
+FILL_FUNCTIONS = ("arange", "zeros")
 TABLE_ROWS = 32768
 TRANSPOSE = (64, 128, 256, 512, 1024, 2048)
 #: Transcendental functions the workload IR meets besides exp, each with its own cost per element:
@@ -89,6 +94,8 @@ def level_of(size_plan: Any, working_set_bytes: float) -> str:
 def _cases() -> list[Any]:
     cases = [pytest.param(("elementwise", (n,)), id=f"add-{n}") for n in ELEMENTS]
     cases += [pytest.param(("strided", s), id=f"add-strided-{s[0]}x{s[1]}x{s[2]}") for s in STRIDED]
+    cases += [pytest.param(("fill", (n, function)), id=f"{function}-{n}") for function in FILL_FUNCTIONS
+              for n in FILL_ELEMENTS]
     cases += [pytest.param(("transcendental", (n,)), id=f"exp-{n}") for n in ELEMENTS]
     cases += [pytest.param(("transcendental", (n, function)), id=f"{function}-{n}")
               for function in FUNCTIONS for n in ELEMENTS[::2]]
@@ -178,6 +185,20 @@ def build(torch: Any, op_class: str, dims: tuple[Any, ...], rng: np.random.Gener
         fn_strided: Callable[[], Any] = lambda: torch.add(view, b)  # noqa: E731
         return fn_strided, lambda: close(fn_strided(), view.numpy() + b.numpy()), work(
             n, 3 * n * FP32, "elementwise", {"elements": n, "strided": 1})
+    if op_class == "fill":
+        n, function = dims
+        if function == "arange":
+            # positions: n int64 written, nothing read; int64 has no FLOP dtype, so the work
+            # names none, as a captured arange's does
+            fn_fill: Callable[[], Any] = lambda: torch.arange(n)  # noqa: E731
+            expected_fill, itemsize, dtype = np.arange(n, dtype=np.float64), 8, "int64"
+        else:
+            fn_fill = lambda: torch.zeros(n)  # noqa: E731
+            expected_fill, itemsize, dtype = np.zeros(n), FP32, "fp32"
+        level = level_of(size_plan, n * itemsize)
+        return fn_fill, (lambda: close(fn_fill(), expected_fill)), Work(
+            bytes={level: n * itemsize}, launches=1, op="elementwise",
+            shape={"elements": n, "fill": 1, "dtype": dtype, "framework": "torch"})
     if op_class in ("elementwise", "transcendental", "reduction", "copy"):
         (n,) = dims
         a, b = tensor(n), tensor(n)

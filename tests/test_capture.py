@@ -372,6 +372,25 @@ def test_an_elementwise_op_on_a_strided_view_is_marked_and_calibrated_apart() ->
     assert fallback_keys(strided) == ("elementwise.strided:fp32", "elementwise:fp32", "elementwise")
 
 
+def test_a_factory_is_marked_a_fill_and_calibrated_apart() -> None:
+    # failure kind: a decode step's position arange was priced as an add's dispatch, 0.71 us,
+    # where replayed it took 1.3-1.4 us on a Xeon core (+90%): a factory parses a size and options
+    from pytest_charz.calibration.class_keys import class_key, fitted_keys
+
+    class Positions(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + torch.arange(x.shape[-1]) + torch.zeros(x.shape[-1])
+
+    graph = capture(Positions(), torch.randn(1, 1, 32))
+    works = {op.source.split(".")[1]: op.work for op in graph.ops}
+    assert works["arange"].shape["fill"] == 1 and works["zeros"].shape["fill"] == 1
+    assert "fill" not in works["add"].shape
+    # int64 positions have no FLOP dtype (their key says "*"), a zeros of floats its dtype
+    assert class_key(works["arange"]) == "elementwise.fill:*" and class_key(works["zeros"]) == "elementwise.fill:fp32"
+    # a fill case calibrates its own key only, never the contiguous elementwise curve
+    assert fitted_keys(works["zeros"]) == ("elementwise.fill:fp32",)
+
+
 def test_a_number_the_op_takes_as_a_number_is_not_a_wrapped_scalar() -> None:
     # failure kind: x.pow(2) (pow.Tensor_Scalar, its exponent a number in the schema) was charged
     # the wrapped scalar's dispatch: 8-10 us priced for an RMSNorm's square, 3.4-4.5 us replayed

@@ -292,7 +292,9 @@ def aten_cost(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any], inputs:
             return AtenCost("copy", 0.0, {**first_out, "function": "cat", "inputs": float(len(inputs))}, attrs)
         return AtenCost("transpose" if permutes else "copy", 0.0, first_out, attrs)
     if name in FILLS:
-        return AtenCost("elementwise", 0.0, first_out, {"fill": True})
+        # a factory or fill writes its output and reads nothing: its Work says so, and it is
+        # calibrated apart (calibration.class_keys: ``elementwise.fill``)
+        return AtenCost("elementwise", 0.0, {**first_out, "fill": 1}, {"fill": True})
     if name in DATA_DEPENDENT or name in ("sort", "argsort", "multinomial"):
         return AtenCost("other", 0.0, first_out, {"data_dependent": name in DATA_DEPENDENT})
     if name.startswith("_foreach_"):
