@@ -33,7 +33,9 @@ GRAPH_KERNELS = 100
 #: ``torch-scalar-add`` adds a Python scalar to an fp32 tensor (``x + 1.0`` in model code):
 #: PyTorch wraps the scalar into a tensor and casts it on every call, which costs more than the
 #: op's own dispatch (2.7 against 1.0 us on the Zen 4 guest).
-DISPATCH_KINDS = ("numpy-add", "torch-add", "torch-scalar-add")
+#: ``torch-broadcast-add`` adds two tensors of different shapes (``x * rsqrt(var)`` of a norm in
+#: model code): the iterator computes the broadcast shape and strides on every call.
+DISPATCH_KINDS = ("numpy-add", "torch-add", "torch-scalar-add", "torch-broadcast-add")
 GPU_LAUNCH_KINDS = ("empty-kernel", "empty-kernel-sync", "graph-empty-kernel", "graph-torch-add", "torch-add")
 #: The GPU launch cases whose Work a simulated device can time (a graph replay's Work is that
 #: of its kernels launched one by one, which the simulator does not tell apart).
@@ -92,13 +94,20 @@ def test_dispatch_cpu(charz: Any, device: Any, dispatch_kind: str) -> None:
 
             def run() -> None:
                 results[0] = tx + scalar
+        elif dispatch_kind == "torch-broadcast-add":
+            # eight elements against one, as a norm scales its row by its moment
+            tx = tx.expand(8).reshape(1, 1, 8).clone()
+            ty = ty.reshape(1, 1, 1)
+
+            def run() -> None:
+                results[0] = tx + ty
         else:
             def run() -> None:
                 results[0] = tx + ty
 
         run()
         exact = 1e-15 if dispatch_kind != "torch-scalar-add" else 1e-6
-        assert float(results[0][0]) == pytest.approx(float(x[0] + y[0]), rel=exact)
+        assert float(results[0].reshape(-1)[0]) == pytest.approx(float(x[0] + y[0]), rel=exact)
         charz.measure(run, work=Work(launches=1, op="dispatch", shape={"kind": dispatch_kind, "elements": 1}))
 
 

@@ -185,3 +185,49 @@ def test_the_profile_fits_model_code_per_op_and_per_call_over_the_model_code_cas
     costs = measured_op_costs([Observation(c.id, "cpu", c.work, c.median_s) for c in run.cases])
     assert costs.dispatch("torch-module") == pytest.approx(TORCH_S + per_op, rel=1e-6)
     assert costs.dispatch("torch-module-call") == pytest.approx(per_call, rel=1e-6)
+
+
+BROADCAST_S = 1.8e-6
+
+
+def test_an_op_of_two_operands_of_different_shapes_pays_the_broadcast_dispatch() -> None:
+    # failure kind: a norm's `x * rsqrt(var)` and `weight * x`, and a rotary `q * cos`, broadcast
+    # their operands on every call (0.78 against 0.69 us for 128 floats on a Xeon core): priced at
+    # the plain add's dispatch, the workload suite's replayed muls read +18%
+    from pytest_charz.models.opclass_costs import framework_of
+
+    class Norm(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.ones(8))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            scaled = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True))   # (2, 8) by (2, 1)
+            return self.weight * scaled + scaled                          # (8,) by (2, 8); same shapes
+
+    with torch.inference_mode():
+        ops = list(capture(Norm(), torch.rand(2, 8) + 0.5).ops)
+    marked = {(op.source.split(".")[1], bool(op.work.shape.get("broadcast"))) for op in ops}
+    assert marked == {("pow", False), ("mean", False), ("rsqrt", False), ("mul", True), ("add", False)}
+    mul = next(op.work for op in ops if op.source.startswith("aten.mul"))
+    assert framework_of(mul) == "torch-broadcast"
+    # a number beside a tensor is the scalar variant, never a broadcast
+    assert framework_of(Work(launches=1, op="elementwise", shape={"scalar_operand": 1, "broadcast": 1})) == "torch-scalar"
+
+    with_broadcast = {**PROFILE, "ceilings": [*PROFILE["ceilings"],
+                                              {"name": "dispatch:torch-broadcast", "value": BROADCAST_S, "unit": "s"}]}
+    bare = Work(flops=8.0, bytes=96.0, launches=1, op="elementwise",
+                shape={"elements": 8, "broadcast": 1, "module_calls": 0, "root_op": 1})
+    model = OpClassModel().with_costs(read_op_costs(with_broadcast))
+    breakdown = model.predict(bare, Ceilings.from_profile(with_broadcast)).breakdown
+    # the framework's own dispatch, then the variant's extra as its dispatch case measured it
+    assert breakdown["dispatch:torch"] == pytest.approx(TORCH_S)
+    assert breakdown["dispatch:torch-broadcast"] == pytest.approx(BROADCAST_S - TORCH_S)
+    # a profile without the variant's figure: the framework's own dispatch, in the model and in a
+    # graph's host alike
+    plain = OpClassModel().with_costs(read_op_costs(PROFILE)).predict(bare, Ceilings.from_profile(PROFILE))
+    assert plain.breakdown.get("dispatch:torch") == pytest.approx(TORCH_S) and "dispatch:torch-broadcast" not in plain.breakdown
+    from pytest_charz.workloads.runtime import runtime_of
+
+    host = runtime_of(Ceilings.from_profile(PROFILE), PROFILE)
+    assert host.op_dispatch_s("torch-broadcast") == pytest.approx(TORCH_S)

@@ -34,13 +34,19 @@ from ..work import DTYPES, Work
 
 OP_COSTS_VERSION = 1
 #: Frameworks whose per-op host dispatch is measured; ``torch-scalar`` is a PyTorch op with a
-#: Python scalar operand (``shape["scalar_operand"]``), which wraps the scalar on every call.
+#: Python scalar operand (``shape["scalar_operand"]``), which wraps the scalar on every call;
+#: ``torch-broadcast`` one of two tensor operands whose shapes differ (``shape["broadcast"]``: a
+#: norm's ``x * rsqrt(var)``, its ``weight * x``, a rotary ``q * cos``), whose TensorIterator
+#: computes the broadcast shape and strides on every call (0.78 against 0.69 us for 128 floats on
+#: a Xeon core).
 #: ``torch-module`` is the host time per op of eager ``nn.Module`` code (module calls and the
 #: views between ops included), what a captured model graph's ops cost their host.
 #: ``torch-module-call`` is the host time of one ``nn.Module`` call of model code beyond its ops
 #: (the profile's ``dispatch:torch-module-call``), paid per call a captured op's
 #: ``shape["module_calls"]`` counts, beside ``torch-module`` per op.
-FRAMEWORKS = ("torch", "numpy", "torch-scalar", "torch-module", "torch-module-call")
+FRAMEWORKS = ("torch", "numpy", "torch-scalar", "torch-broadcast", "torch-module", "torch-module-call")
+#: Operand variants of a framework (:func:`framework_of`); unmeasured, its own dispatch bounds one.
+OPERAND_VARIANTS = ("-scalar", "-broadcast")
 MODULE_CALL = "torch-module-call"
 
 
@@ -113,7 +119,8 @@ def framework_of(work: Work) -> str:
     """The framework whose dispatch a work pays: ``shape["framework"]`` (``torch``, ``numpy``),
     else ``shape["library"]`` when one of those, else the framework a ``shape["kind"]`` starts
     with (the runtime suite's ``numpy-add``), else ``torch`` (the workload IR is PyTorch's); with
-    ``shape["scalar_operand"]`` true, that framework's scalar-operand variant (``torch-scalar``)."""
+    ``shape["scalar_operand"]`` true, that framework's scalar-operand variant (``torch-scalar``),
+    else with ``shape["broadcast"]`` true its broadcast variant (``torch-broadcast``)."""
     found = "torch"
     for key in ("framework", "library"):
         value = work.shape.get(key)
@@ -124,7 +131,14 @@ def framework_of(work: Work) -> str:
         found = framework_of_kind(str(work.shape.get("kind", ""))) or "torch"
     if work.shape.get("scalar_operand") and f"{found}-scalar" in FRAMEWORKS:
         return f"{found}-scalar"
+    if work.shape.get("broadcast") and f"{found}-broadcast" in FRAMEWORKS:
+        return f"{found}-broadcast"
     return found
+
+
+def operand_variant_base(framework: str) -> str | None:
+    """The framework of an operand variant (``torch-broadcast`` -> ``torch``), else None."""
+    return next((framework.removesuffix(s) for s in OPERAND_VARIANTS if framework.endswith(s)), None)
 
 
 def sums_elements(work: Work) -> bool:

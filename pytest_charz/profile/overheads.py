@@ -84,5 +84,7 @@ def _module_code_figures(cases: list[Case], bare_s: float) -> list[CaseFigures]:
 def _dispatch_note(framework: str) -> str:
     if framework == "torch-module":
         return "per op of eager nn.Module code (two small transformer blocks), views and module calls included"
+    if framework.endswith("-broadcast"):
+        return f"one {framework.removesuffix('-broadcast')} op of two operands of different shapes (broadcast)"
     suffix = " and a Python scalar" if framework.endswith("-scalar") else ""
     return f"one {framework.removesuffix('-scalar')} op on a one-element operand{suffix}"

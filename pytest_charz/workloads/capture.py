@@ -112,12 +112,13 @@ class Recorder:
     # -- recording ------------------------------------------------------------------------------
     def record(self, op_name: str, source: str, cost: AtenCost, inputs: Sequence[Any], outputs: Sequence[Any],
                gather: bool = False, written: Sequence[Any] | None = None, inplace: bool = False,
-               scalar_operand: bool = False, strided: bool = False) -> Op:
+               scalar_operand: bool = False, strided: bool = False, broadcast: bool = False) -> Op:
         """Append one op reading ``inputs`` and writing ``outputs`` (tensors); ``inplace``: it
         writes into tensors it was given (an in-place op, ``out=``), so it allocates none, which
         its Work says (``shape["inplace"]``, read by the op-class model's fresh-page term);
         ``scalar_operand``: one operand is a number (``shape["scalar_operand"]``); ``strided``: an
-        operand is a view whose elements are not contiguous (``shape["strided"]``)."""
+        operand is a view whose elements are not contiguous (``shape["strided"]``); ``broadcast``:
+        its two tensor operands differ in shape (``shape["broadcast"]``)."""
         import torch
 
         seen: dict[tuple[Any, ...], Any] = {}
@@ -157,6 +158,8 @@ class Recorder:
             shape["scalar_operand"] = 1
         if strided:
             shape["strided"] = 1
+        if broadcast:
+            shape["broadcast"] = 1
         op = Op(name=name, op_class=cost.op_class,
                 work=Work(flops, {"dram": moved}, launches=1, op=cost.op_class, shape=shape),
                 inputs=tuple(spec_of(t) for t in distinct), outputs=tuple(spec_of(t) for t in outputs),
@@ -208,6 +211,11 @@ class Recorder:
         scalar = cost.op_class == "elementwise" and any(a.dim() for a, _ in operands if isinstance(a, torch.Tensor)) and \
             any((isinstance(a, (int, float)) and not isinstance(a, bool) and str(spec.type) == "Tensor")
                 or (isinstance(a, torch.Tensor) and a.dim() == 0) for a, spec in operands)
+        # two tensor operands of different shapes (``x * rsqrt(var)``, ``weight * x``): the
+        # iterator broadcasts them on every call, which costs its own (dispatch:torch-broadcast)
+        tensors = [a for a, _ in operands if isinstance(a, torch.Tensor) and a.dim()]
+        broadcast = cost.op_class == "elementwise" and not scalar and len(tensors) == 2 and bool(outputs) and any(
+            tuple(t.shape) != tuple(outputs[0].shape) for t in tensors)
         # an operand that is a non-contiguous view (a query transposed to heads, a rotary half
         # sliced from it): the kernel walks it by strides, not as one vector run (on a Xeon core a
         # rotary add of two 4 x 32 x 32 tensors, one a transposed view, took 1.97 us, 1.02 with
@@ -216,7 +224,7 @@ class Recorder:
             isinstance(a, torch.Tensor) and a.numel() > 1 and not a.is_contiguous() for a, _ in operands)
         self.record(name, str(func), cost, reads, outputs or mutated, gather=cost.attrs.get("gather", False),
                     written=(outputs + mutated) or None, inplace=bool(mutated), scalar_operand=scalar,
-                    strided=strided)
+                    strided=strided, broadcast=broadcast)
         return out
 
     def quiet(self) -> "_Quiet":

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import check_non_negative
-from ..models.opclass_costs import MODULE_CALL, module_calls_s
+from ..models.opclass_costs import MODULE_CALL, module_calls_s, operand_variant_base
 
 if TYPE_CHECKING:
     from ..models.ceilings import Ceilings
@@ -147,12 +147,12 @@ class Runtime:
         return not self.asynchronous and not self.graph_replay
 
     def op_dispatch_s(self, framework: str, module_calls: float = 0.0) -> float:
-        """The host dispatch of an op of ``framework`` (its figure, else its bare framework's for a
-        scalar-operand variant, else ``dispatch_s``); an op of module code (``torch-module``) also
+        """The host dispatch of an op of ``framework`` (its figure, else its bare framework's for an
+        operand variant, a scalar's or a broadcast's, else ``dispatch_s``); an op of module code (``torch-module``) also
         pays each ``nn.Module`` call it begins (``module_calls``) at the measured
         ``torch-module-call`` figure, where the profile has one."""
         figures = dict(self.framework_dispatch)
-        found = figures.get(framework, figures.get(framework.removesuffix("-scalar")))
+        found = figures.get(framework, figures.get(operand_variant_base(framework) or framework))
         if found is None:
             return self.dispatch_s
         return found + module_calls_s(framework, module_calls, figures.get(MODULE_CALL))
