@@ -71,7 +71,9 @@ ATTENTION_MATH = ((4, 32, 32), (8, 64, 32), (4, 128, 32), (4, 256, 64), (12, 256
 #: transposed to heads, as attention code holds a query before its rotary embedding: the kernel walks
 #: a view by strides (``elementwise.strided``), not as one contiguous run
 STRIDED = ((2, 8, 64), (2, 32, 64), (2, 128, 64), (8, 256, 64))
-GATHER = ((64, 256), (256, 256), (1024, 256), (8192, 512))                # rows gathered, width
+#: rows gathered, width: from a decode step's one token (its embedding row, 1 KiB with its id:
+#: priced from 64 rows up it read +46% replayed, extrapolated two decades) to a prefill's
+GATHER = ((1, 128), (8, 256), (64, 256), (256, 256), (1024, 256), (8192, 512))
 #: Elements of the factories a model's code calls for positions and masks (``torch.arange`` of
 #: int64, ``torch.zeros`` of fp32): they write and read nothing, and parse a size, not tensors
 #: (``elementwise.fill``)
