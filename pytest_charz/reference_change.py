@@ -218,9 +218,30 @@ def paced_cause(comparison: Comparison, threshold: float) -> str | None:
             f" (normalised ratio {normalised.ratio:.3f})")
 
 
+def paced_doubt(comparison: Comparison, threshold: float) -> str | None:
+    """Why a raw drift is not called one though its normalised ratio is beyond the threshold:
+    the reference kernel itself moved by more than the threshold in this session, and the
+    normalised comparison (looser in the reference's sessions, so not the basis) cannot tell the
+    change from its spread. Raw is the tighter basis only while the machine keeps its pace: on
+    a Xeon guest whose core ran 16% slower for a session, a GEMM read 25.8% slower raw and 8.4%
+    normalised (its CI 0.97-1.16) and was called drift. None when this does not apply."""
+    raw, normalised = comparison.raw, comparison.normalised
+    if comparison.basis != "raw" or raw is None or normalised is None or raw.state != "drift":
+        return None
+    if raw.ratio is None or normalised.ratio is None or normalised.state == "drift":
+        return None
+    pace_ratio = raw.ratio / normalised.ratio
+    if abs(pace_ratio - 1.0) <= threshold:
+        return None
+    kind = comparison.pace_kind or "reference"
+    return (f"the {kind} reference kernel ran {abs(pace_ratio - 1.0):.1%} {'slower' if pace_ratio > 1.0 else 'faster'}"
+            f" than in the reference's sessions: the machine's pace moved, and normalised (ratio"
+            f" {normalised.ratio:.3f}) the change is within what its sessions' spread allows")
+
+
 def _time(seconds: float | None) -> str:
     return format_time(seconds, 4)
 
 
 __all__ = ["BOOTSTRAP_MAX_SAMPLES", "BOOTSTRAP_RESAMPLES", "Basis", "Change", "Comparison", "StoredReference",
-           "bases", "compare_on", "judge_change", "paced_cause"]
+           "bases", "compare_on", "judge_change", "paced_cause", "paced_doubt"]

@@ -65,7 +65,7 @@ from .explain import find_cause
 from .formats import VERDICT
 from .measure import stats
 from .measure.sampler import Measurement
-from .reference_change import StoredReference, judge_change, paced_cause
+from .reference_change import StoredReference, judge_change, paced_cause, paced_doubt
 from .units import format_time
 
 if TYPE_CHECKING:
@@ -318,6 +318,10 @@ def judge(measurement: Measurement, prediction: "Prediction | None", band: Mappi
         if cause:
             return verdict("explained", f"explained: {_direction(change.ratio)}; cause: {cause}", lines,
                            cause=cause, **figures)
+        doubt = paced_doubt(comparison, threshold)
+        if doubt:
+            return verdict("inconclusive", f"inconclusive: {_direction(change.ratio)} raw, but {doubt}", lines,
+                           **figures)
         judged_on = (f" (normalised by the {comparison.pace_kind} reference kernel; raw ratio"
                      f" {figures['raw_ratio']:.3f})" if comparison.basis == "normalised" else "")
         return verdict("drift", f"drift: {_direction(change.ratio)}{judged_on}, beyond the {threshold:.1%} threshold"
