@@ -203,19 +203,25 @@ def _power_line(change: Change, basis: Basis, reference: StoredReference) -> str
             " comparison's CI)")
 
 
-def paced_cause(comparison: Comparison, threshold: float) -> str | None:
-    """The cause of a raw drift that does not survive the normalisation: the reference kernel
-    ran slower (or faster) by about as much, so the normalised ratio is within the threshold."""
+def _raw_drift_pace(comparison: Comparison) -> tuple[float, float, str] | None:
+    """For a raw drift with a normalised comparison beside it: how far the reference kernel moved
+    (raw ratio over normalised ratio), the normalised ratio, and the move in words; else None."""
     raw, normalised = comparison.raw, comparison.normalised
     if raw is None or normalised is None or raw.state != "drift" or raw.ratio is None or normalised.ratio is None:
         return None
-    if abs(normalised.ratio - 1.0) > threshold:
-        return None
     pace_ratio = raw.ratio / normalised.ratio
-    kind = comparison.pace_kind or "reference"
-    return (f"pace: the {kind} reference kernel ran {abs(pace_ratio - 1.0):.1%}"
-            f" {'slower' if pace_ratio > 1.0 else 'faster'} than in the reference's sessions too"
-            f" (normalised ratio {normalised.ratio:.3f})")
+    moved = (f"the {comparison.pace_kind or 'reference'} reference kernel ran {abs(pace_ratio - 1.0):.1%}"
+             f" {'slower' if pace_ratio > 1.0 else 'faster'} than in the reference's sessions")
+    return pace_ratio, normalised.ratio, moved
+
+
+def paced_cause(comparison: Comparison, threshold: float) -> str | None:
+    """The cause of a raw drift that does not survive the normalisation: the reference kernel
+    ran slower (or faster) by about as much, so the normalised ratio is within the threshold."""
+    paced = _raw_drift_pace(comparison)
+    if paced is None or abs(paced[1] - 1.0) > threshold:
+        return None
+    return f"pace: {paced[2]} too (normalised ratio {paced[1]:.3f})"
 
 
 def paced_doubt(comparison: Comparison, threshold: float) -> str | None:
@@ -225,18 +231,14 @@ def paced_doubt(comparison: Comparison, threshold: float) -> str | None:
     change from its spread. Raw is the tighter basis only while the machine keeps its pace: on
     a Xeon guest whose core ran 16% slower for a session, a GEMM read 25.8% slower raw and 8.4%
     normalised (its CI 0.97-1.16) and was called drift. None when this does not apply."""
-    raw, normalised = comparison.raw, comparison.normalised
-    if comparison.basis != "raw" or raw is None or normalised is None or raw.state != "drift":
+    paced = _raw_drift_pace(comparison)
+    normalised = comparison.normalised
+    if paced is None or comparison.basis != "raw" or normalised is None or normalised.state == "drift":
         return None
-    if raw.ratio is None or normalised.ratio is None or normalised.state == "drift":
+    if abs(paced[0] - 1.0) <= threshold:
         return None
-    pace_ratio = raw.ratio / normalised.ratio
-    if abs(pace_ratio - 1.0) <= threshold:
-        return None
-    kind = comparison.pace_kind or "reference"
-    return (f"the {kind} reference kernel ran {abs(pace_ratio - 1.0):.1%} {'slower' if pace_ratio > 1.0 else 'faster'}"
-            f" than in the reference's sessions: the machine's pace moved, and normalised (ratio"
-            f" {normalised.ratio:.3f}) the change is within what its sessions' spread allows")
+    return (f"{paced[2]}: the machine's pace moved, and normalised (ratio {paced[1]:.3f}) the change is"
+            " within what its sessions' spread allows")
 
 
 def _time(seconds: float | None) -> str:

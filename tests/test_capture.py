@@ -63,9 +63,9 @@ def test_an_mlp_counts_by_hand_and_deps_follow_the_data() -> None:
     graph = capture(mlp, torch.randn(5, 16))
     assert [op.name for op in graph.ops] == ["0.addmm#0", "1.gelu#0", "2.addmm#0"]
     assert graph.total_flops == pytest.approx(2 * 5 * 16 * 32 + 5 * 32 + 2 * 5 * 32 * 8)
-    assert graph.op("1.gelu#0").attrs["transcendental"] is True
-    # and its Work says so, naming its function: the one core prices it by its math and by the
-    # function's own calibration wherever the graph goes (predict_graph, the simulator, validate)
+    # the gelu's Work says it is bound by its math and names its function: the one core prices
+    # it by the function's own calibration wherever the graph goes (predict_graph, the simulator,
+    # validate)
     from pytest_charz.calibration.class_keys import class_key
     from pytest_charz.models.opclass_costs import op_class_of
     from pytest_charz.validation.workloads import op_work

@@ -109,9 +109,9 @@ class ClassFit:
             # dispatch too, which a class of slow small kernels does not slow (a 1-float rsqrt
             # priced 1.20 us at the pooled transcendental end knot's 0.585, on a Xeon core where
             # it took 0.73-0.79 us and the line says 0.95)
-            floor = max(line, floor_s)
-            if not math.isclose(floor, time_s, rel_tol=1e-9):
-                time_s = floor
+            on_line = max(line, floor_s)
+            if not math.isclose(on_line, time_s, rel_tol=1e-9):
+                time_s = on_line
                 notes.append(f"below the calibrated range of {self.key}: its smallest cases' fixed cost "
                              f"{fixed_s * 1e6:.3g} us plus this work's share")
         outside = max(self.log10_range[0] - x, x - self.log10_range[1], 0.0)

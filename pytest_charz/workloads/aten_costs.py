@@ -15,8 +15,8 @@ FLOP conventions (one multiply-add is 2 FLOPs):
   of the unmasked (lower-triangular, top-left aligned as torch's ``is_causal``) part are in
   ``attrs["causal_flops"]`` for models that want the half count.
 * elementwise: 1 per output element (transcendentals too, marked ``transcendental`` with their
-  ``function`` in the Work's shape, and ``transcendental=True`` in the op's attrs);
-  fills and factories (``zeros``, ``fill_``, ``arange``) 0.
+  ``function`` in the Work's shape); fills and factories (``zeros``, ``fill_``, ``arange``) 0,
+  marked ``fill``.
 * reductions: 1 per input element; softmax 5 per element (backward 4); norms per element
   (layer norm 5, plus 1 each for weight and bias; rms norm 3 plus 1 for weight; backward 2x).
   Softmax and layer and RMS norms give the length of their rows (``width``: the softmax's
@@ -294,7 +294,7 @@ def aten_cost(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any], inputs:
     if name in FILLS:
         # a factory or fill writes its output and reads nothing: its Work says so, and it is
         # calibrated apart (calibration.class_keys: ``elementwise.fill``)
-        return AtenCost("elementwise", 0.0, {**first_out, "fill": 1}, {"fill": True})
+        return AtenCost("elementwise", 0.0, {**first_out, "fill": 1})
     if name in DATA_DEPENDENT or name in ("sort", "argsort", "multinomial"):
         return AtenCost("other", 0.0, first_out, {"data_dependent": name in DATA_DEPENDENT})
     if name.startswith("_foreach_"):
@@ -304,6 +304,5 @@ def aten_cost(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any], inputs:
     if name in TRANSCENDENTAL:
         # bound by its math: its Work says so, and names its function, whose cost is its own
         # (calibration.class_keys: ``transcendental.<function>`` where the suite calibrated it)
-        return AtenCost("elementwise", out_elems, {**first_out, "transcendental": 1, "function": name},
-                        {"transcendental": True})
-    return AtenCost("elementwise", out_elems, first_out, {})
+        return AtenCost("elementwise", out_elems, {**first_out, "transcendental": 1, "function": name})
+    return AtenCost("elementwise", out_elems, first_out)

@@ -4,13 +4,13 @@
 model, then the same call, with the same arguments, is replayed as model code makes it, with no
 mode on, in one batch of replays adding up to ``REPLAY_S`` (at least three calls) with the clock
 read around the batch (:func:`_replayed`), and the op is charged the mean per replay: its dispatch
-and its kernel, as the runtime suite's dispatch cases time a bare op. As model code makes it: a ``TorchFunctionMode`` sees the Python-level call the model's code
-made (``a + b`` arrives as ``TensorBase.add``, ``x.pow(2)`` as ``TensorBase.pow``, ``torch.cat``,
-``F.silu``), and an aten op that is the one op of such a call, which wrote nothing, is replayed
-through that call where it is a C++ binding (:data:`BINDINGS`; a Python function such as
-``F.silu`` is the model's Python around the binding, module code). Else (a call of several aten
-ops, a Python function's, or one that Python did not see) it
-is replayed through the function of the op's name in ``torch``, ``torch.nn.functional`` or
+and its kernel, as the runtime suite's dispatch cases time a bare op. As model code makes it: a
+``TorchFunctionMode`` sees the Python-level call the model's code made (``a + b`` arrives as
+``TensorBase.add``, ``x.pow(2)`` as ``TensorBase.pow``, ``torch.cat``, ``F.silu``), and an aten op
+that is the one op of such a call, which wrote nothing, is replayed through that call where it is
+a C++ binding (:data:`BINDINGS`; a Python function such as ``F.silu`` is the model's Python around
+the binding, module code). Else (a call of several aten ops, a Python function's, or one that
+Python did not see) it is replayed through the function of the op's name in ``torch``, ``torch.nn.functional`` or
 ``torch._C._nn`` where there is one and it returns what the op returned (:func:`model_call`),
 else through the op's bound C++ overload. Why the model's own call: an operator passes a shorter
 argument parser than the ``torch`` function of its name, so replayed as ``torch.add`` a decode
