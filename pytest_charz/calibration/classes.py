@@ -17,18 +17,23 @@ it): conformal at the level when the class has enough residuals (``conformal``),
 scale (the median |residual| over 0.6745, shrunk toward the pool's by ``SCALE_PRIOR``
 pseudo-residuals), the pool's conformal quantiles of those scores, times the class's own scale. A
 class that scatters little gets a narrow interval, one that scatters much a wide one, though
-neither has the 19 residuals a 90% conformal interval of its own needs. Only **interior**
+neither has the 19 residuals a 90% conformal interval of its own needs. A key's residuals are
+those of the cases it prices, whose class key it is: ``gemm:fp32``'s curve pools every GEMM, but
+its interval is the square products' error, not the skinny ones' (priced by ``gemm.skinny:fp32``);
+a pooled key that is no case's own (every dtype, every function) takes its members'. Only **interior**
 residuals count: a case at either end of its class's sizes, once left out, is predicted by
 extrapolation, and extrapolation has its own widening (below); counted as well, it widened every
 interval in the range by the extrapolation error (on the development VMs the pooled 90% interval
 was x0.49-x2.40 with the ends, while 20 of 22 held-out ops were within 15%).
 
 Outside the fitted range the prediction is **extrapolated**: the efficiency stays at the end
-knot's, and the interval widens by ``EXTRAPOLATION_WIDENING`` in log space per decade outside,
-and the prediction's notes say so. Below the range a class of one dtype whose smallest cases are
-mostly fixed cost (:func:`small_end`) prices a small op on the line through them: their fixed
-cost and rate, with the op's own dispatch on top, undivided by the end knot's efficiency; what is
-fixed is judged in the model's own kernel time, not the size.
+knot's, and the interval of the time that is not the op's dispatch (which the dispatch cases
+measure at any size) widens by ``EXTRAPOLATION_WIDENING`` in log space per decade outside, and
+the prediction's notes say so. Below the range a class of one dtype whose smallest cases are
+mostly fixed cost (:func:`small_end`) prices a small op on the line through them instead: their
+fixed cost and rate, with the op's own dispatch on top, undivided by the end knot's efficiency;
+what is fixed is judged in the model's own kernel time, not the size. The line falls to that
+fixed cost, which the smallest cases measured, so its interval is not widened.
 """
 from __future__ import annotations
 
@@ -97,7 +102,8 @@ class ClassFit:
         low, high = self.factors
         notes = list(prediction.notes)
         x = math.log10(size) if size > 0 else self.log10_range[0]
-        if x < self.log10_range[0] and self.small is not None:
+        on_small_end = x < self.log10_range[0] and self.small is not None
+        if on_small_end:
             fixed_s, per_model_s = self.small
             # the line is in kernel time (small_end): the work's own dispatch comes on top, as the
             # model priced it, so an op priced alone is its kernel priced in a graph plus the
@@ -112,15 +118,24 @@ class ClassFit:
             on_line = max(line, floor_s)
             if not math.isclose(on_line, time_s, rel_tol=1e-9):
                 time_s = on_line
-                notes.append(f"below the calibrated range of {self.key}: its smallest cases' fixed cost "
-                             f"{fixed_s * 1e6:.3g} us plus this work's share")
         outside = max(self.log10_range[0] - x, x - self.log10_range[1], 0.0)
-        if outside > 0:
+        if outside > 0 and on_small_end:
+            # the line's time falls to its fixed cost, which the smallest cases measured: its
+            # error does not grow with the decades below them, as a flat end knot's does
+            notes.append(f"below the calibrated range of {self.key} by {outside:.2g} decade(s): on its smallest "
+                         f"cases' line, fixed cost {self.small[0] * 1e6:.3g} us plus this work's share "
+                         "(interval not widened)")
+        elif outside > 0:
             widen = math.exp(EXTRAPOLATION_WIDENING * outside)
-            low, high = low / widen, high * widen
+            # only what the size scales is extrapolated: the op's dispatch is the dispatch cases'
+            # figure at any size (a 128-float add outside the elementwise range is mostly dispatch)
+            dispatched = min(dispatch_s(prediction) / prediction.time_s, 1.0) if prediction.time_s > 0 else 0.0
+            low = dispatched * low + (1.0 - dispatched) * low / widen
+            high = dispatched * high + (1.0 - dispatched) * high * widen
             notes.append(f"extrapolated: {self.table.size} {size:.3g} is {outside:.2g} decade(s) outside the "
                          f"calibrated range {10 ** self.log10_range[0]:.3g}-{10 ** self.log10_range[1]:.3g} of "
-                         f"{self.key} (interval widened x{widen:.2f})")
+                         f"{self.key} (interval widened x{widen:.2f} on the {100 * (1 - dispatched):.0f}% of the "
+                         "time that is not dispatch)")
         notes.append(f"calibrated as {self.key} ({self.n} case(s), {self.method} interval)")
         return replace(prediction, time_s=time_s, interval_s=(time_s * low, time_s * high),
                        model=f"{prediction.model}+calibration", notes=tuple(notes))
@@ -235,6 +250,7 @@ def fit_classes_with_residuals(points: Sequence[Point], level: float, host_s: Se
         if members:
             fits[key] = (_table(key, amount, members), members)
     residuals: dict[str, list[float]] = {}       # interior leave-one-out residuals per key
+    own_residuals: dict[str, list[float]] = {}   # those of the key's own cases (class_key is the key)
     by_point: dict[int, float] = {}
     scored: list[tuple[str, float]] = []         # (class key, interior residual), once per point
     for key, (table, members) in fits.items():
@@ -252,10 +268,15 @@ def fit_classes_with_residuals(points: Sequence[Point], level: float, host_s: Se
                 by_point[id(point)] = residual
                 if inside:
                     scored.append((key, residual))
+                    own_residuals.setdefault(key, []).append(residual)
     # normalised conformal: each interior residual in units of its class's scale, one pool of
     # those scores for every class, each class's interval its scale times the pool's quantiles
     pool_scale = _scale([r for _, r in scored])
-    scales = {key: _shrunk_scale(residuals.get(key, []), pool_scale) for key in fits}
+    # a key's interval is the error of the predictions it makes: its own cases' residuals where
+    # it has them; a pooled key that is no case's own (every dtype, every function) prices only
+    # what no key of its own was calibrated for, and its members stand for that
+    interval_residuals = {key: own_residuals.get(key) or residuals.get(key, []) for key in fits}
+    scales = {key: _shrunk_scale(interval_residuals[key], pool_scale) for key in fits}
     scores = [r / scales[key] for key, r in scored]
     try:  # conformal_interval gives exp of the quantiles: back to score units
         low_score, high_score = (math.log(f) for f in (conformal_interval(scores, level) if scores else (1.0, 1.0)))
@@ -264,7 +285,7 @@ def fit_classes_with_residuals(points: Sequence[Point], level: float, host_s: Se
         low_score, high_score, pooled_method = min(scores), max(scores), "range"
     out: dict[str, ClassFit] = {}
     for key, (table, members) in fits.items():
-        own = residuals.get(key, [])
+        own = interval_residuals[key]
         try:
             factors, method = conformal_interval(own, level), "conformal"
         except UsageError:
