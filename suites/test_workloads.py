@@ -31,7 +31,7 @@ import pytest
 
 from pytest_charz import Work
 from pytest_charz.records import OpTiming
-from pytest_charz.workloads.aten_costs import aten_name
+from pytest_charz.workloads.optimer import match_ops
 
 #: Profiled passes whose per-op median is recorded (after one dropped pass).
 PROFILE_PASSES = 5
@@ -88,24 +88,6 @@ def _model_dtype(torch: Any, device: Any) -> str:
     if device.backend != "cpu" and torch.cuda.is_bf16_supported():
         return "bf16"
     return "fp32"
-
-
-def match_profile(graph: Any, events: list[tuple[str, float]]) -> tuple[dict[str, float], int]:
-    """Profiled aten ops matched to the graph's ops by aten name and order: the k-th profiled op
-    named ``mm`` is the k-th captured op whose source is ``mm``. Returns seconds by op name and
-    the number of captured ops no profiled op matched."""
-    queues: dict[str, list[float]] = {}
-    for name, seconds in events:
-        queues.setdefault(aten_name(name), []).append(seconds)
-    times: dict[str, float] = {}
-    unmatched = 0
-    for op in graph.ops:
-        queue = queues.get(aten_name(op.source or op.name.rsplit(".", 1)[-1].split("#")[0]))
-        if queue:
-            times[op.name] = queue.pop(0)
-        else:
-            unmatched += 1
-    return times, unmatched
 
 
 def profile_aten_ops(torch: Any, fn: Callable[[], Any], on_gpu: bool,
@@ -285,7 +267,7 @@ def test_workload(charz: Any, device: Any, transformers_torch: Any, workload: tu
             events, timer = time_ops(run, passes=PROFILE_PASSES), "replay"
         else:
             events, timer = profile_aten_ops(torch, run, on_gpu=True), "profiler"
-        op_times, unmatched = match_profile(graph, events)
+        op_times, unmatched = match_ops(graph, events)
         assert op_times, f"no timed aten op matched the {len(graph)} captured ops of {name}"
 
         shape = {"model": name, "phase": phase, "batch": batch, "seq": seq, "dtype": dtype,

@@ -26,11 +26,7 @@ class Block(torch.nn.Module):
 
 
 def test_every_op_is_timed_in_order_and_matches_the_capture() -> None:
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).parents[1] / "suites"))
-    from test_workloads import match_profile
+    from pytest_charz.workloads.optimer import match_ops
 
     block = Block().eval()
     x = torch.randn(1, 4, 16)
@@ -43,7 +39,7 @@ def test_every_op_is_timed_in_order_and_matches_the_capture() -> None:
     assert ATTENTION_SOURCE in {name for name, _ in timed}
     # the attention's inner ops are not timed apart: it is one op, as the capture records it
     assert sum(name == ATTENTION_SOURCE for name, _ in timed) == 1
-    times, unmatched = match_profile(graph, timed)
+    times, unmatched = match_ops(graph, timed)
     assert unmatched == 0 and set(times) == {op.name for op in graph.ops}
     # the capture, the reference call, the warm-up, three passes and the last call each added 1
     # once: the in-place op's replays wrote into copies

@@ -21,7 +21,8 @@ from typing import Iterable, Sequence, Union
 from ..errors import FormatError, UsageError
 from ..models.base import Uncovered
 from ..models.ceilings import Ceilings
-from ..models.opclass_costs import (MODULE_CALL, OpCosts, case_rate, fit_model_code, framework_of, is_model_code_case,
+from ..models.model_code import ModelCodeCase, fit_model_code, is_model_code_case
+from ..models.opclass_costs import (MODULE_CALL, MODULE_COLD, OpCosts, case_rate, framework_of,
                                     is_workload, op_class_of)
 from ..models.roofline import latency_level
 from ..curves.links import link_figures
@@ -180,15 +181,14 @@ def measured_op_costs(cases: Sequence[Observation]) -> OpCosts:
     dispatch: dict[str, list[float]] = {}
     transcendental: dict[str, tuple[bool, float]] = {}   # dtype -> (of exp, elements/s)
     fresh: dict[str, list[float]] = {}
-    model_code: list[tuple[float, float, float, float]] = []
+    model_code: list[ModelCodeCase] = []
     for case in cases:
         work, time_s = case.work, case.measured_s
         if work.op == "gemm" and len(work.flops) == 1:
             (dtype, flops), = work.flops.items()
             gemm[dtype] = max(gemm.get(dtype, 0.0), flops / time_s)
         elif is_model_code_case(work):
-            model_code.append((float(work.shape["ops"]), float(work.shape["module_calls"]), time_s,
-                               float(work.shape["replayed_s"])))
+            model_code.append(ModelCodeCase.of(work, time_s))
         elif work.op == "dispatch" and work.launches and not work.flops and not work.bytes:
             dispatch.setdefault(framework_of(work), []).append(time_s / work.launches)
         elif work.op == "allocation" and float(work.shape.get("pages") or 0) > 0:
@@ -210,6 +210,8 @@ def measured_op_costs(cases: Sequence[Observation]) -> OpCosts:
         dispatch_figures["torch-module"] = Figure(dispatch_figures["torch"].value + fitted.per_op_s,
                                                   f"{how}, the median torch dispatch plus the code per op")
         dispatch_figures[MODULE_CALL] = Figure(fitted.per_call_s, how)
+        if fitted.cold > 0:
+            dispatch_figures[MODULE_COLD] = Figure(fitted.cold, f"{how}, and per second of the ops' own time")
     return OpCosts(
         {d: Figure(v, f"{source}: best achieved {d} GEMM FLOP/s") for d, v in gemm.items()},
         dispatch_figures,

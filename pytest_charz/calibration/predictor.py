@@ -103,7 +103,7 @@ class Predictor:
         if (self.ceilings.kind != "cpu" or work.op != "gemm" or groups <= 1 or len(work.flops) != 1
                 or any(not d or d < 1 for d in dims)):
             return None
-        from ..models.opclass import dispatch_s
+        from ..models.opclass import COLD_TERM, dispatch_s
 
         m, n, k = (float(d) for d in dims)   # type: ignore[arg-type]
         busy = min(groups, math.ceil(m))
@@ -118,12 +118,22 @@ class Predictor:
             return None
         call_s = dispatch_s(one)
         kernel_s = one.time_s - call_s
-        outer = {term: seconds for term, seconds in whole.breakdown.items() if term.startswith("dispatch:")}
+        # what an op of model code loses (COLD_TERM) is a share of the whole op's time alone,
+        # priced once below, not per group call
+        outer = {term: seconds for term, seconds in whole.breakdown.items()
+                 if term.startswith("dispatch:") and term != COLD_TERM}
         breakdown = {term: busy * seconds for term, seconds in one.breakdown.items() if not term.startswith("dispatch:")}
         for term, seconds in one.breakdown.items():
-            if term.startswith("dispatch:"):
+            if term.startswith("dispatch:") and term != COLD_TERM:
                 outer[term] = outer.get(term, 0.0) + groups * seconds
         time_s = sum(outer.values()) + busy * kernel_s
+        cold_s = whole.breakdown.get(COLD_TERM, 0.0)
+        if cold_s:
+            bare_s = whole.breakdown.get("dispatch:torch", 0.0)
+            share = cold_s / (whole.time_s - dispatch_s(whole) + bare_s)
+            calls_s = call_s - one.breakdown.get(COLD_TERM, 0.0)
+            outer[COLD_TERM] = share * (bare_s + groups * calls_s + busy * kernel_s)
+            time_s += outer[COLD_TERM]
         low, high = one.interval_s
         scale = time_s / one.time_s if one.time_s > 0 else 1.0
         note = (f"grouped GEMM on a CPU: {groups} calls (PyTorch's _grouped_mm fallback), "

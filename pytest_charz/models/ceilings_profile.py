@@ -140,7 +140,7 @@ def read_op_costs(profile: Mapping[str, Any]) -> "OpCosts":
     (``dispatch:<framework>``, seconds), transcendental (``exp``) and reduction throughput
     (``transcendental:<dtype>``, ``reduction:<dtype>``, ``layernorm:<dtype>``, elements/s) and seconds per fresh page of a
     framework's allocations (``fresh-page:<framework>``). Other ceilings are ignored; a malformed figure of these is a FormatError."""
-    from .opclass_costs import FRAMEWORKS, OpCosts
+    from .opclass_costs import FRAMEWORKS, MODULE_COLD, OpCosts
 
     profile = _checked_profile(profile)
     target = (profile.get("target") or {}).get("id") or "an unnamed target"
@@ -158,7 +158,8 @@ def read_op_costs(profile: Mapping[str, Any]) -> "OpCosts":
             continue
         field_name, _, scale = wanted[quantity]
         unit = entry.get("unit")
-        value = _scaled(entry, "value", scale, unit) if scale else entry.get("value")
+        # the model code's cold ops are seconds per second of their own time (unit "s/s")
+        value = entry.get("value") if not scale or key == MODULE_COLD else _scaled(entry, "value", scale, unit)
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:

@@ -44,10 +44,14 @@ OP_COSTS_VERSION = 1
 #: ``torch-module-call`` is the host time of one ``nn.Module`` call of model code beyond its ops
 #: (the profile's ``dispatch:torch-module-call``), paid per call a captured op's
 #: ``shape["module_calls"]`` counts, beside ``torch-module`` per op.
-FRAMEWORKS = ("torch", "numpy", "torch-scalar", "torch-broadcast", "torch-module", "torch-module-call")
+#: ``torch-module-cold`` is no time per op but seconds per second: how much longer an op of eager
+#: model code runs than alone, back to back (:mod:`.model_code`), its unit ``s/s``.
+FRAMEWORKS = ("torch", "numpy", "torch-scalar", "torch-broadcast", "torch-module", "torch-module-call",
+              "torch-module-cold")
 #: Operand variants of a framework (:func:`framework_of`); unmeasured, its own dispatch bounds one.
 OPERAND_VARIANTS = ("-scalar", "-broadcast")
 MODULE_CALL = "torch-module-call"
+MODULE_COLD = "torch-module-cold"
 
 
 def module_calls_s(framework: str, calls: float | None, call_s: float | None) -> float:
@@ -339,61 +343,3 @@ class OpCosts:
             return cls(**maps)
         except (KeyError, TypeError, ValueError, UsageError) as exc:
             raise FormatError(f"OpCosts JSON is malformed: {exc}") from exc
-
-
-def is_model_code_case(work: Work) -> bool:
-    """Whether ``work`` is a model-code dispatch case (``suites/test_runtime.py::
-    test_module_dispatch_cpu``): a forward timed whole beside its ops replayed alone, its ops
-    (``shape["ops"]``), module calls (``shape["module_calls"]``) and replayed seconds
-    (``shape["replayed_s"]``) counted."""
-    return work.op == "dispatch" and all(
-        isinstance(work.shape.get(key), (int, float)) and not isinstance(work.shape.get(key), bool)
-        for key in ("ops", "module_calls", "replayed_s"))
-
-
-@dataclass(frozen=True)
-class ModelCodeFit:
-    """Eager model code's host time beyond its ops: ``per_op_s`` per op and ``per_call_s`` per
-    ``nn.Module`` call (:func:`fit_model_code`); ``kept`` and ``dropped`` index the cases."""
-
-    per_op_s: float
-    per_call_s: float
-    kept: tuple[int, ...]
-    dropped: tuple[int, ...]
-    worst_miss: float             # the largest |fit - model code| over the kept, as a share of a forward
-
-
-def fit_model_code(cases: "list[tuple[float, float, float, float]]") -> ModelCodeFit | None:
-    """The model code of ``(ops, module calls, forward seconds, replayed seconds)`` cases fitted as
-    ``per_op * ops + per_call * calls = forward - replayed``, both never negative (non-negative
-    least squares); per call alone with one case or cases of one ratio of calls to ops. A forward
-    no longer than its ops replayed alone (a replay a neighbour slowed) is left out, and, once,
-    with four cases or more, any the fit misses by over three times the median miss. None without
-    a case."""
-    if not cases:
-        return None
-    import numpy as np
-    from scipy.optimize import nnls
-
-    ops = np.array([c[0] for c in cases], dtype=float)
-    calls = np.array([c[1] for c in cases], dtype=float)
-    code = np.array([max(forward - replayed, 0.0) for _, _, forward, replayed in cases], dtype=float)
-
-    def fit(keep: list[int]) -> tuple[float, float]:
-        design = np.column_stack([ops[keep], calls[keep]])
-        if len(keep) >= 2 and np.linalg.matrix_rank(design) == 2:
-            (a, b), _ = nnls(design, code[keep])
-            return float(a), float(b)
-        return 0.0, float(np.median(code[keep] / np.maximum(calls[keep], 1.0)))
-
-    keep = [i for i, (_, _, forward, replayed) in enumerate(cases) if forward > replayed] or list(range(len(cases)))
-    per_op, per_call = fit(keep)
-    miss = np.abs(per_op * ops + per_call * calls - code)
-    median_miss = float(np.median(miss[keep]))
-    outliers = [i for i in keep if miss[i] > 3.0 * max(median_miss, 1e-12)]
-    if len(keep) >= 4 and outliers:
-        keep = [i for i in keep if i not in outliers]
-        per_op, per_call = fit(keep)
-        miss = np.abs(per_op * ops + per_call * calls - code)
-    worst = max(float(miss[i]) / cases[i][2] for i in keep) if keep else 0.0
-    return ModelCodeFit(per_op, per_call, tuple(keep), tuple(i for i in range(len(cases)) if i not in keep), worst)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from ..models.opclass_costs import fit_model_code, framework_of_kind, is_model_code_case
+from ..models.model_code import ModelCodeCase, fit_model_code, is_model_code_case
+from ..models.opclass_costs import MODULE_COLD, framework_of_kind
 from .figures import Case, CaseFigures, shape, time_s
 
 
@@ -58,27 +59,31 @@ def overhead_figures(cases: list[Case]) -> tuple[list[CaseFigures], dict[str, An
 
 def _module_code_figures(cases: list[Case], bare_s: float) -> list[CaseFigures]:
     """``dispatch:torch-module`` (an op of module code: the bare op's dispatch ``bare_s`` plus the
-    model code's per op) and ``dispatch:torch-module-call`` (per ``nn.Module`` call), fitted over
-    the model-code cases (:func:`~pytest_charz.models.opclass_costs.fit_model_code`)."""
-    rows = [(float(shape(c)["ops"]), float(shape(c)["module_calls"]), time_s(c), float(shape(c)["replayed_s"]))
-            for c in cases]
-    fit = fit_model_code(rows)
+    model code's per op), ``dispatch:torch-module-call`` (per ``nn.Module`` call) and, where a
+    family was measured at two sizes, ``dispatch:torch-module-cold`` (seconds per second of the
+    ops' own time), fitted over the model-code cases (:func:`~pytest_charz.models.model_code.fit_model_code`)."""
+    fit = fit_model_code([ModelCodeCase.of(c.work, time_s(c)) for c in cases])
     if fit is None:
         return []
     kept = [cases[i] for i in fit.kept]
-    families = ", ".join(str(shape(c).get("family", c.id)) for c in kept)
+    families = ", ".join(sorted({str(shape(c).get("family", c.id)) for c in kept}))
     note = (f"fitted over {len(kept)} model-code case(s) ({families}): {fit.per_op_s * 1e6:.3g} us per op beyond "
-            f"the ops replayed alone, {fit.per_call_s * 1e6:.3g} us per module call; the fit's largest miss "
-            f"{100 * fit.worst_miss:.0f}% of a forward")
+            f"the ops replayed alone, {fit.per_call_s * 1e6:.3g} us per module call, {fit.cold:.3g} s per second of "
+            f"the ops' own time; the fit's largest miss {100 * fit.worst_miss:.0f}% of a forward")
     if fit.dropped:
         note += ("; left out (no longer than their ops replayed alone, or missed by over 3x the median): "
                  + ", ".join(cases[i].id for i in fit.dropped))
     best = min(kept, key=lambda c: time_s(c)).id
-    return [CaseFigures("dispatch:torch-module", bare_s + fit.per_op_s, "s", kept, best,
-                        notes=[f"per op of eager model code: the bare torch dispatch plus {fit.per_op_s * 1e6:.3g} us "
-                               "of the code between ops", note]),
-            CaseFigures("dispatch:torch-module-call", fit.per_call_s, "s", kept, best,
-                        notes=["per nn.Module call of eager model code, beyond its ops", note])]
+    figures = [CaseFigures("dispatch:torch-module", bare_s + fit.per_op_s, "s", kept, best,
+                           notes=[f"per op of eager model code: the bare torch dispatch plus {fit.per_op_s * 1e6:.3g} us "
+                                  "of the code between ops", note]),
+               CaseFigures("dispatch:torch-module-call", fit.per_call_s, "s", kept, best,
+                           notes=["per nn.Module call of eager model code, beyond its ops", note])]
+    if fit.cold > 0:
+        figures.append(CaseFigures(f"dispatch:{MODULE_COLD}", fit.cold, "s/s", kept, best,
+                                   notes=["seconds an op of eager model code runs longer than alone, per second of its "
+                                          "own time (its operands and weights evicted by the ops between)", note]))
+    return figures
 
 
 def _dispatch_note(framework: str) -> str:

@@ -308,3 +308,24 @@ def time_ops(fn: Callable[[], Any], passes: int = 5) -> list[tuple[str, float]]:
     if any([name for name, _ in run] != names for run in runs):
         raise RuntimeError("the timed passes issued different aten ops")
     return [(name, statistics.median(run[i][1] for run in runs)) for i, name in enumerate(names)]
+
+
+def match_ops(graph: Any, events: list[tuple[str, float]]) -> tuple[dict[str, float], int]:
+    """Timed aten ops (:func:`time_ops`, or a profiler's events) matched to a captured graph's ops
+    by aten name and order: the k-th timed op named ``mm`` is the k-th captured op whose source is
+    ``mm``; what matches no captured op (a view, a folded op) is left out. Returns seconds by op
+    name and the number of captured ops no timed op matched."""
+    from .aten_costs import aten_name
+
+    queues: dict[str, list[float]] = {}
+    for name, seconds in events:
+        queues.setdefault(aten_name(name), []).append(seconds)
+    times: dict[str, float] = {}
+    unmatched = 0
+    for op in graph.ops:
+        queue = queues.get(aten_name(op.source or op.name.rsplit(".", 1)[-1].split("#")[0]))
+        if queue:
+            times[op.name] = queue.pop(0)
+        else:
+            unmatched += 1
+    return times, unmatched

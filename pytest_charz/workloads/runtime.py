@@ -14,7 +14,9 @@ figures; its what-if parameters ``dispatch_overhead`` and ``launch_overhead`` ch
   (``dispatch:torch-module`` per op of eager module code, else ``dispatch:torch``), that figure
   is each op's host dispatch, an op of module code adding ``dispatch:torch-module-call`` for each
   ``nn.Module`` call it begins where the profile has it, and there is no launch gap: the op runs
-  on the dispatching thread.
+  on the dispatching thread. An op of module code runs longer than its price alone by the
+  profile's ``dispatch:torch-module-cold`` share (its operands and weights no longer in the
+  caches, :mod:`pytest_charz.models.model_code`).
 * **Synchronous host.** On an asynchronous runtime (GPUs, ASICs: :data:`ASYNCHRONOUS_KINDS`)
   the host runs ahead of the device; elsewhere (the host CPU, where the "device" is the host
   itself) it waits for each op to end before dispatching the next.
@@ -39,7 +41,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import check_non_negative
-from ..models.opclass_costs import MODULE_CALL, module_calls_s, operand_variant_base
+from ..models.opclass_costs import MODULE_CALL, MODULE_COLD, module_calls_s, operand_variant_base
 
 if TYPE_CHECKING:
     from ..models.ceilings import Ceilings
@@ -155,7 +157,17 @@ class Runtime:
         found = figures.get(framework, figures.get(operand_variant_base(framework) or framework))
         if found is None:
             return self.dispatch_s
-        return found + module_calls_s(framework, module_calls, figures.get(MODULE_CALL))
+        # the op's own dispatch, part of its time alone, runs longer in model code as its kernel does
+        own_s = (self.op_slowdown(framework) - 1.0) * figures.get("torch", 0.0)
+        return found + module_calls_s(framework, module_calls, figures.get(MODULE_CALL)) + own_s
+
+    def op_slowdown(self, framework: str) -> float:
+        """How many times its own time (kernel and bare dispatch) an op of ``framework`` takes:
+        ``1 +`` the profile's ``torch-module-cold`` for an op of module code (its operands evicted
+        by the ops between, :mod:`pytest_charz.models.model_code`), else 1."""
+        if framework != "torch-module":
+            return 1.0
+        return 1.0 + dict(self.framework_dispatch).get(MODULE_COLD, 0.0)
 
 
 def framework_dispatch(kind: str, profile: Mapping[str, Any] | None) -> Any:

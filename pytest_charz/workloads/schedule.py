@@ -179,6 +179,14 @@ class _State:
         self.host_blocked = 0.0
 
 
+def slowed(cost: Demand, factor: float) -> Demand:
+    """``cost`` taking ``factor`` times as long (every demand and its fixed latency)."""
+    if factor == 1.0:
+        return cost
+    return OpDemand(tuple((resource, seconds * factor) for resource, seconds in cost.demands), cost.fixed_s * factor,
+                    cost.copy)
+
+
 def schedule_graph(layout: GraphLayout, costs: Sequence[Demand], runtime: "Runtime", resource_count: int,
                    contention: bool = True) -> Schedule:
     """Lay ``costs`` (one per op of ``layout``) out under ``runtime``'s figures (module docstring)."""
@@ -191,6 +199,7 @@ def schedule_graph(layout: GraphLayout, costs: Sequence[Demand], runtime: "Runti
         if runtime.framework_dispatch and len(layout.frameworks) == n:
             calls = layout.module_calls if len(layout.module_calls) == n else (0.0,) * n
             dispatch_s = [runtime.op_dispatch_s(framework, count) for framework, count in zip(layout.frameworks, calls)]
+            costs = [slowed(cost, runtime.op_slowdown(framework)) for cost, framework in zip(costs, layout.frameworks)]
         syncs = layout.syncs if runtime.asynchronous else (True,) * n
     gaps = [launches * gap for launches in layout.launches]
     return run_schedule(layout.streams, layout.deps, costs, gaps, dispatch_s, syncs, depth, runtime.copy_engines,
