@@ -195,3 +195,36 @@ def test_an_op_the_core_cannot_price_is_listed_by_both_and_takes_no_time(machine
     assert simulated.uncovered == predicted.uncovered and "int32" in simulated.uncovered[0][1]
     assert simulated.latency_s == pytest.approx(predicted.latency_s, rel=1e-9)
     assert any("lower bound" in note for note in simulated.notes)
+
+
+def test_a_cpu_op_costs_the_same_in_a_graph_as_alone_under_a_calibration() -> None:
+    # failure kind: a class's efficiency at its small sizes holds the kernel's fixed cost (a
+    # 128-float mean 2.4 us, 0.65 of it dispatch); the graph priced the op's kernel Work without
+    # its launch by that efficiency and kept almost none of it (0.014 us against 3.2 alone)
+    from pytest_charz.calibration.classes import ClassFit
+    from pytest_charz.calibration.efficiency import EfficiencyTable, ModelFit
+    from pytest_charz.calibration.predictor import Predictor
+    from pytest_charz.models import Ceilings
+    from pytest_charz.models.ceilings_profile import read_op_costs
+    from pytest_charz.models.registry import get_model
+    from pytest_charz.work import Work
+    from pytest_charz.workloads.graph import Graph, Op, sequential
+
+    profile = {"kind": "charz-profile", "version": 1, "target": {"id": "cpu", "kind": "cpu", "compute_units": 2},
+               "ceilings": [{"name": "flops:fp32", "value": 200e9, "unit": "FLOP/s"},
+                            {"name": "bandwidth:dram", "value": 20e9, "unit": "B/s"},
+                            {"name": "dispatch:torch", "value": 0.65e-6, "unit": "s"}]}
+    mean = EfficiencyTable("reduction.mean:fp32", "bytes", (2.7, 7.2), (0.2, 0.9))
+    fitted = ClassFit("reduction.mean:fp32", mean, (2.7, 7.2), 5, ("reduction",), (0.8, 1.25), "normalized")
+    ceilings = Ceilings.from_profile(profile)
+    core = Predictor.of(get_model("opclass"), ceilings, ModelFit("opclass", classes={fitted.key: fitted}),
+                        op_costs=read_op_costs(profile))
+    ops = [Op(f"mean#{i}", "reduction", Work(flops=float(n), bytes=4.0 * n, dtype="fp32", launches=1, op="reduction",
+                                             shape={"elements": n, "function": "mean", "outputs": 1, "root_op": 1,
+                                                    "module_calls": 0}))
+           for i, n in enumerate((128, 4096, 1 << 20))]
+    alone = [core.predict(op.work) for op in ops]
+    graph = predict_graph(Graph("g", "forward", sequential(ops)), "cpu", profile=profile, predictor=core)
+    assert graph.latency_s == pytest.approx(sum(p.time_s for p in alone), rel=1e-9)
+    # the small op's kernel keeps the fixed cost its class's efficiency holds
+    assert graph.ops[0].kernel_s > 0.5 * (alone[0].time_s - 0.65e-6)
