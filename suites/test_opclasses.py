@@ -58,6 +58,9 @@ LINEAR = ((1, 128, 128), (1, 512, 512), (4, 512, 128), (16, 1024, 1024), (32, 12
           (32, 512, 128), (128, 512, 512))
 BMM = ((16, 64, 64, 64), (32, 128, 128, 32), (8, 256, 256, 64))
 CONV = ((1, 8, 16, 64, 64), (1, 16, 32, 32, 32), (1, 32, 64, 32, 32), (4, 64, 64, 16, 16))   # batch, c_in, c_out, h, w
+#: batch, c_out, image side, patch side of a patch embedding (stride = kernel) over 3 channels:
+#: a ViT stem, whose convolution runs other kernels than a 3 x 3 one (``conv.patch``)
+PATCH_CONV = ((1, 32, 32, 4), (1, 64, 64, 8), (1, 192, 128, 16), (1, 384, 224, 16))
 #: batch, heads, query length, key length, head dim: a decode step's single query over its cache
 #: and a short prompt's, where a fused attention's fixed cost is most of its time, up to a prefill's
 ATTENTION = ((1, 4, 1, 64, 32), (1, 8, 1, 1024, 64), (1, 4, 32, 32, 32), (1, 4, 128, 128, 32), (1, 4, 256, 256, 64),
@@ -114,6 +117,7 @@ def _cases() -> list[Any]:
     cases += [pytest.param(("linear", mnk), id=f"linear-{mnk[0]}x{mnk[1]}x{mnk[2]}") for mnk in LINEAR]
     cases += [pytest.param(("bmm", b), id=f"bmm-{b[0]}x{b[1]}x{b[2]}x{b[3]}") for b in BMM]
     cases += [pytest.param(("conv", c), id=f"conv3x3-{'x'.join(map(str, c))}") for c in CONV]
+    cases += [pytest.param(("conv", ("patch", *c)), id=f"conv-patch-{'x'.join(map(str, c))}") for c in PATCH_CONV]
     cases += [pytest.param(("attention", a), id=f"sdpa-{'x'.join(map(str, a))}") for a in ATTENTION]
     cases += [pytest.param(("attention", ("math", *a)), id=f"sdpa-math-{'x'.join(map(str, a))}") for a in ATTENTION_MATH]
     cases += [pytest.param(("embedding", g), id=f"gather-{g[0]}x{g[1]}") for g in GATHER]
@@ -270,6 +274,18 @@ def build(torch: Any, op_class: str, dims: tuple[Any, ...], rng: np.random.Gener
         a, b = tensor(batch, m, k), tensor(batch, k, n)
         return (lambda: torch.bmm(a, b)), (lambda: close(torch.bmm(a, b), a.double().numpy() @ b.double().numpy(), 1e-3)), work(
             2.0 * batch * m * n * k, batch * (m * k + k * n + m * n) * FP32, "bmm", {"m": m, "n": n, "k": k, "batch": batch})
+    if op_class == "conv" and dims[0] == "patch":
+        _, batch, cout, side, patch = dims
+        x, weight = tensor(batch, 3, side, side), tensor(cout, 3, patch, patch)
+        fn = lambda: torch.nn.functional.conv2d(x, weight, stride=patch)  # noqa: E731
+        reference = torch.nn.functional.conv2d(x.double(), weight.double(), stride=patch).numpy()
+        # 2 * output elements * 3 * patch^2 FLOPs; read x (every pixel once) and the weights, write y
+        outputs = batch * cout * (side // patch) ** 2
+        flops = 2.0 * outputs * 3 * patch * patch
+        moved = (batch * 3 * side * side + cout * 3 * patch * patch + outputs) * FP32
+        return fn, lambda: close(fn(), reference, 1e-3), work(flops, moved, "conv", {
+            "batch": batch, "in_channels": 3, "out_channels": cout, "kernel_h": patch, "kernel_w": patch,
+            "groups": 1, "patch": 1})
     if op_class == "conv":
         batch, cin, cout, h, w = dims
         x, weight = tensor(batch, cin, h, w), tensor(cout, cin, 3, 3)

@@ -402,3 +402,19 @@ def test_a_number_the_op_takes_as_a_number_is_not_a_wrapped_scalar() -> None:
     marks = {op.source.split(".")[1]: bool(op.work.shape.get("scalar_operand")) for op in graph.ops}
     assert marks == {"pow": False, "mul": True}
 
+
+
+def test_a_patch_embedding_is_its_own_convolution_class() -> None:
+    # failure kind: a ViT's 16 x 16 patch embedding (stride = kernel, 3 channels) priced on the
+    # 3 x 3 convolutions' curve read +208% replayed: PyTorch's CPU convolution pays ~35 us of
+    # fixed cost there (80 us on a Xeon core where its GEMM took 15)
+    from pytest_charz.calibration.class_keys import class_key, fitted_keys
+
+    patch = capture(torch.nn.Conv2d(3, 32, 8, stride=8), torch.randn(1, 3, 32, 32)).ops[0].work
+    assert patch.shape["patch"] == 1 and class_key(patch) == "conv.patch:fp32"
+    assert fitted_keys(patch) == ("conv.patch:fp32",)       # never pooled into the 3 x 3 curve
+    for conv, x in ((torch.nn.Conv2d(3, 8, 3, padding=1), torch.randn(1, 3, 8, 8)),
+                    (torch.nn.Conv2d(3, 8, 4, stride=2), torch.randn(1, 3, 16, 16)),
+                    (torch.nn.Conv2d(8, 8, 1), torch.randn(1, 8, 4, 4))):
+        work = capture(conv, x).ops[0].work
+        assert "patch" not in work.shape and class_key(work) == "conv:fp32"

@@ -66,7 +66,8 @@ def class_key(work: "Work") -> str:
     the kernel walks the view by strides (a rotary add of 4 x 32 x 32 floats with a transposed
     query took 1.97 us on a Xeon core, 1.02 contiguous). A NumPy work's
     op class carries ``@numpy`` (``copy@numpy:fp32``). A factory or fill (``shape["fill"]``) is
-    ``elementwise.fill`` (:data:`OWN_KERNEL_CLASSES`)."""
+    ``elementwise.fill`` (:data:`OWN_KERNEL_CLASSES`); a convolution whose stride is its kernel
+    (``shape["patch"]``: a ViT's patch embedding) is ``conv.patch``."""
     return f"{_keyed_class(work)}{_framework_suffix(work)}:{work_dtype(work)}"
 
 
@@ -82,6 +83,8 @@ def _keyed_class(work: "Work", linear: bool = True) -> str:
         op_class = f"{op_class}.fill"
     elif op_class == "elementwise" and work.shape.get("strided"):
         op_class = f"{op_class}.strided"
+    elif op_class == "conv" and work.shape.get("patch"):
+        op_class = f"{op_class}.patch"
     elif op_class == "gemm":
         dims = gemm_dims(work, op_class)
         if dims is not None and min(dims[0], dims[1]) <= SKINNY_DIM:
@@ -120,9 +123,16 @@ def fallback_keys(work: "Work") -> tuple[str, ...]:
 #:   ``torch.arange(32)`` took 1.07 us where an add of two 32-float tensors took 0.70; a decode
 #:   step's position ``arange`` replayed at 1.3-1.4 us against 0.71 priced as an add's dispatch.
 #:
+#: * ``conv.patch``: a convolution whose stride is its kernel, over the image's 3 channels (a
+#:   ViT's patch embedding). PyTorch's CPU convolution pays a fixed cost of about 35 us there
+#:   (reorders of a 3-channel input), then runs near its GEMM's rate: on a Xeon core a 3 x 64 x 64
+#:   image cut into 16 x 16 patches of 128 channels took 80 us, its GEMM alone 15, and 3 x 3
+#:   convolutions of 16-32 channels ran at 130-150 GFLOP/s. Priced on the 3 x 3 curve, a
+#:   captured ViT's patch embedding read +208%.
+#:
 #: Such an op of a calibration without these cases is still looked up under its class's keys
 #: (:func:`lookup_keys`), and none of their cases sets a memory level's bandwidth.
-OWN_KERNEL_CLASSES = frozenset({"attention.math", "elementwise.strided", "elementwise.fill"})
+OWN_KERNEL_CLASSES = frozenset({"attention.math", "elementwise.strided", "elementwise.fill", "conv.patch"})
 
 
 def runs_own_kernel(work: "Work") -> bool:

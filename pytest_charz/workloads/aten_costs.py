@@ -207,6 +207,11 @@ def _conv(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any], out_shape: 
         per_pass = 2.0 * _numel(out_shape) * _numel(w[1:])
     shape = {"batch": x[0], "in_channels": x[1], "out_channels": w[1] * groups if transposed else w[0],
              "kernel": _numel(w[2:]), "groups": groups}
+    stride = argument(func, args, kwargs, "stride", 1)
+    strides = tuple(int(v) for v in stride) if isinstance(stride, (list, tuple)) else (int(stride),) * len(w[2:])
+    if not transposed and not backward and _numel(w[2:]) > 1 and strides == tuple(int(d) for d in w[2:]):
+        # its stride is its kernel: non-overlapping patches (a ViT's patch embedding)
+        shape["patch"] = 1
     if backward:
         mask = argument(func, args, kwargs, "output_mask", [True, True, True])
         return AtenCost("conv", per_pass * (int(bool(mask[0])) + int(bool(mask[1]))), shape, {"backward": True})
