@@ -39,6 +39,7 @@ def test_report_quantities_by_unit():
     assert format_si(0.9999996, "s") == "1 s"                # the prefix follows the rounded text
     assert format_quantity(3e11, "B/s") == "300 GB/s" and format_quantity(1.2e-7, "s") == "120 ns"
     assert format_quantity(1.5, "x") == "1.5x" and format_quantity(0.123, "fraction") == "12.3%"
+    assert format_quantity(0.6506, "s/s") == "0.651 s/s"       # a share of time, not 651 ms/s
     assert format_quantity(2.5e4, "op") == "25 kop" and format_quantity(math.nan, "B") == "-"
     assert format_number(0.25) == "0.25" and format_number(1234.0) == "1234" and format_number(45000.0) == "45k"
 

@@ -65,6 +65,7 @@ _BY_UNIT: dict[str, Callable[[float], str]] = {
     "fraction": format_percent,
     "J": lambda value: format_si(value, "J"),
     "W": lambda value: format_si(value, "W"),
+    "s/s": lambda value: f"{value:.3g} s/s",      # seconds per second (no prefix: 0.651 s/s, not 651 ms/s)
     "": format_number,
 }
 
