@@ -52,8 +52,8 @@ from .comm import collective_terms, transfer_terms
 from .gemm import GemmParams, gemm_compute_terms, gemm_tiling
 from .launch import launch_terms
 from .opclass_alloc import ALLOC_KIND, FRESH_OUTPUT_BYTES, allocation_terms, output_bytes  # noqa: F401
-from .opclass_costs import (GEMM_CLASSES, MODULE_CALL, MODULE_COLD, OpCosts, allocator_of, framework_of, gemm_dims, module_calls,
-                            module_calls_s, op_class_of, operand_variant_base, shape_dim, work_dtype)
+from .opclass_costs import (GEMM_CLASSES, MODULE_CALL, MODULE_COLD, OpCosts, allocator_of, framework_of, gemm_dims,
+                            module_calls, module_calls_s, op_class_of, operand_variant_base, shape_dim, work_dtype)
 from .roofline import CACHE_LEVELS, fits_level, latency_terms, residency, target_label
 
 #: Matrix dimension at which a GEMM reaches half its large-square efficiency, per target kind: the
