@@ -2,7 +2,7 @@
 calibrated from measurements of this machine (``pytest_charz.models.opclass``).
 
 Classes and what each case runs (fp32, on the host CPU through PyTorch's eager ops, with the
-threads PyTorch is given): ``elementwise`` (``torch.add``, of a transposed view: ``elementwise.strided``, and the factories ``torch.arange`` and ``torch.zeros``: ``elementwise.fill``), ``transcendental`` (``torch.exp``, ``tanh``, ``gelu``, ``sigmoid``, ``silu``, ``x.pow(2)``, ``rsqrt``),
+threads PyTorch is given): ``elementwise`` (``torch.add``, of a transposed view: ``elementwise.strided``, and the factories ``torch.arange`` and ``torch.zeros``: ``elementwise.fill``), ``transcendental`` (``torch.exp``, ``tanh``, ``gelu``, ``sigmoid``, ``silu``, ``x.pow(2)``, ``rsqrt``, ``x.cos()``, ``x.sin()``),
 ``reduction`` (``torch.sum``, and ``torch.mean`` over each row), ``softmax`` and ``norm`` (``layer_norm``) over rows,
 ``transpose`` (a transposed copy), ``copy`` (``Tensor.copy_``, and ``torch.cat`` of a KV cache's append and of rotary halves), ``gemm`` (square, skinny and small
 inner dimension ``torch.mm``, and linear layers' ``F.linear``), ``bmm``, ``conv`` (``conv2d`` 3x3), ``attention``
@@ -87,8 +87,11 @@ TRANSPOSE = (64, 128, 256, 512, 1024, 2048)
 #: Transcendental functions the workload IR meets besides exp, each with its own cost per element:
 #: activations, and an RMS norm's square (``x.pow(2)``: ``pow`` with a number exponent, which
 #: PyTorch's argument parsing and dispatch make cost more than an add's, 1.1 against 0.7 us for
-#: 128 floats on a Xeon core) and reciprocal square root (``torch.rsqrt`` of its row moments).
-FUNCTIONS = ("tanh", "gelu", "sigmoid", "silu", "pow", "rsqrt")
+#: 128 floats on a Xeon core) and reciprocal square root (``torch.rsqrt`` of its row moments),
+#: and a rotary embedding's ``cos`` and ``sin`` of its position angles, called as the model's code
+#: calls them (``emb.cos()``): priced on the pooled transcendental curve, a captured Llama's read
+#: -26% replayed.
+FUNCTIONS = ("tanh", "gelu", "sigmoid", "silu", "pow", "rsqrt", "cos", "sin")
 
 
 def level_of(size_plan: Any, working_set_bytes: float) -> str:
@@ -155,7 +158,8 @@ def build(torch: Any, op_class: str, dims: tuple[Any, ...], rng: np.random.Gener
         if function == "rsqrt":
             a = a.abs() + 0.5       # a norm's moments: positive
         call = {"tanh": torch.tanh, "gelu": torch.nn.functional.gelu, "sigmoid": torch.sigmoid,
-                "silu": torch.nn.functional.silu, "pow": lambda x: x.pow(2), "rsqrt": torch.rsqrt}[function]
+                "silu": torch.nn.functional.silu, "pow": lambda x: x.pow(2), "rsqrt": torch.rsqrt,
+                "cos": lambda x: x.cos(), "sin": lambda x: x.sin()}[function]
         a64 = a.double()
         # y = f(a): read a, write y; one transcendental per element
         return (lambda: call(a)), (lambda: close(call(a), call(a64).numpy())), work(
