@@ -43,7 +43,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..errors import FormatError, UsageError
-from ..models.opclass import ALLOC_KIND, COLD_TERM, dispatch_extra_s, dispatch_s
+from ..models.opclass import ALLOC_KIND, dispatch_extra_s, dispatch_s
 from ..models.opclass_costs import op_class_of
 from .class_keys import class_key, fitted_keys, lookup_keys, size_amount
 from .efficiency import (CALIBRATION_VERSION, RECORD_KINDS, EfficiencyTable, check_record_version, conformal_interval,
@@ -108,14 +108,9 @@ class ClassFit:
             # the line is in kernel time (small_end): the work's own dispatch comes on top, as the
             # model priced it, so an op priced alone is its kernel priced in a graph plus the
             # dispatch the graph's host pays
-            # an op of model code loses a share of its time alone (COLD_TERM): of the line's time
-            cold_s = prediction.breakdown.get(COLD_TERM, 0.0)
-            own_dispatch_s = dispatch_s(prediction) - cold_s
-            kernel_s = max(prediction.time_s - pages_s - own_dispatch_s - cold_s, 0.0)
-            bare_s = prediction.breakdown.get("dispatch:torch", 0.0) if cold_s else 0.0
-            cold = cold_s / (kernel_s + bare_s) if kernel_s + bare_s > 0 else 0.0
-            line = fixed_s + per_model_s * kernel_s + pages_s + own_dispatch_s \
-                + cold * (fixed_s + per_model_s * kernel_s + bare_s)
+            own_dispatch_s = dispatch_s(prediction)
+            line = fixed_s + per_model_s * max(prediction.time_s - pages_s - own_dispatch_s, 0.0) + pages_s \
+                + own_dispatch_s
             # the line, above or below the end knot's efficiency: that efficiency divides the op's
             # dispatch too, which a class of slow small kernels does not slow (a 1-float rsqrt
             # priced 1.20 us at the pooled transcendental end knot's 0.585, on a Xeon core where
@@ -134,8 +129,7 @@ class ClassFit:
             widen = math.exp(EXTRAPOLATION_WIDENING * outside)
             # only what the size scales is extrapolated: the op's dispatch is the dispatch cases'
             # figure at any size (a 128-float add outside the elementwise range is mostly dispatch)
-            own_s = dispatch_s(prediction) - prediction.breakdown.get(COLD_TERM, 0.0)
-            dispatched = min(own_s / prediction.time_s, 1.0) if prediction.time_s > 0 else 0.0
+            dispatched = min(dispatch_s(prediction) / prediction.time_s, 1.0) if prediction.time_s > 0 else 0.0
             low = dispatched * low + (1.0 - dispatched) * low / widen
             high = dispatched * high + (1.0 - dispatched) * high * widen
             notes.append(f"extrapolated: {self.table.size} {size:.3g} is {outside:.2g} decade(s) outside the "

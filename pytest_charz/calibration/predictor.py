@@ -81,19 +81,40 @@ class Predictor:
         GEMM on a CPU is its groups' calls (:meth:`_grouped_on_cpu`)."""
         if not isinstance(work, Work):
             raise UsageError(f"a prediction takes a Work, got {work!r}")
-        grouped = self._grouped_on_cpu(work)
-        if grouped is not None:
-            return grouped
-        kernel = self._kernel_on_cpu(work)
-        if kernel is not None:
-            return kernel
-        return self._priced(work)
+        priced = self._grouped_on_cpu(work)
+        if priced is None:
+            priced = self._kernel_on_cpu(work)
+        if priced is None:
+            priced = self._priced(work)
+        return self._in_model_code(priced, work)
 
     def _priced(self, work: Work) -> Prediction:
         prediction = self.model.predict(work, self.ceilings)
         if self.calibration is None or not prediction.covered:
             return prediction
         return self.calibration.apply(prediction, work, roofline_floor_or_zero_s(work, self.ceilings), self.bands)
+
+    def _in_model_code(self, prediction: Prediction, work: Work) -> Prediction:
+        """``prediction`` of an op of eager model code on a CPU (``framework="torch-module"``) with
+        what it loses against its replay alone: the profile's ``torch-module-cold`` share of its time
+        alone (all of it but the model code's dispatch: its kernel, its bare dispatch, its pages),
+        as the term ``dispatch:torch-module-cold`` (:mod:`pytest_charz.models.model_code`). Priced
+        here, once, after the model, the calibration and a grouped GEMM's calls, so that every path
+        gives it the same share; a graph's schedule slows its op by it too
+        (:meth:`pytest_charz.workloads.runtime.Runtime.op_slowdown`)."""
+        from ..models.opclass import dispatch_extra_s
+        from ..models.opclass_costs import MODULE_COLD, framework_of
+
+        costs = getattr(self.model, "costs", None)
+        cold = costs.dispatch(MODULE_COLD) if costs is not None else None
+        if (not cold or not prediction.covered or self.ceilings.kind != "cpu" or not work.launches
+                or framework_of(work) != "torch-module" or prediction.time_s <= 0):
+            return prediction
+        cold_s = cold * max(prediction.time_s - dispatch_extra_s(prediction), 0.0)
+        scale = (prediction.time_s + cold_s) / prediction.time_s
+        low, high = prediction.interval_s
+        return replace(prediction, time_s=prediction.time_s + cold_s, interval_s=(low * scale, high * scale),
+                       breakdown={**prediction.breakdown, f"dispatch:{MODULE_COLD}": cold_s})
 
     def _kernel_on_cpu(self, work: Work) -> Prediction | None:
         """A CPU op's kernel alone (a graph's op: ``launches=0``, its host paying the dispatch),
@@ -136,7 +157,7 @@ class Predictor:
         if (self.ceilings.kind != "cpu" or work.op != "gemm" or groups <= 1 or len(work.flops) != 1
                 or any(not d or d < 1 for d in dims)):
             return None
-        from ..models.opclass import COLD_TERM, dispatch_s
+        from ..models.opclass import dispatch_s
 
         m, n, k = (float(d) for d in dims)   # type: ignore[arg-type]
         busy = min(groups, math.ceil(m))
@@ -153,22 +174,12 @@ class Predictor:
             return None
         call_s = dispatch_s(one)
         kernel_s = one.time_s - call_s
-        # what an op of model code loses (COLD_TERM) is a share of the whole op's time alone,
-        # priced once below, not per group call
-        outer = {term: seconds for term, seconds in whole.breakdown.items()
-                 if term.startswith("dispatch:") and term != COLD_TERM}
+        outer = {term: seconds for term, seconds in whole.breakdown.items() if term.startswith("dispatch:")}
         breakdown = {term: busy * seconds for term, seconds in one.breakdown.items() if not term.startswith("dispatch:")}
         for term, seconds in one.breakdown.items():
-            if term.startswith("dispatch:") and term != COLD_TERM:
+            if term.startswith("dispatch:"):
                 outer[term] = outer.get(term, 0.0) + groups * seconds
         time_s = sum(outer.values()) + busy * kernel_s
-        cold_s = whole.breakdown.get(COLD_TERM, 0.0)
-        if cold_s:
-            bare_s = whole.breakdown.get("dispatch:torch", 0.0)
-            share = cold_s / (whole.time_s - dispatch_s(whole) + bare_s)
-            calls_s = call_s - one.breakdown.get(COLD_TERM, 0.0)
-            outer[COLD_TERM] = share * (bare_s + groups * calls_s + busy * kernel_s)
-            time_s += outer[COLD_TERM]
         low, high = one.interval_s
         scale = time_s / one.time_s if one.time_s > 0 else 1.0
         note = (f"grouped GEMM on a CPU: {groups} calls (PyTorch's _grouped_mm fallback), "

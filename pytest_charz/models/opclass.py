@@ -52,7 +52,7 @@ from .comm import collective_terms, transfer_terms
 from .gemm import GemmParams, gemm_compute_terms, gemm_tiling
 from .launch import launch_terms
 from .opclass_alloc import ALLOC_KIND, FRESH_OUTPUT_BYTES, allocation_terms, output_bytes  # noqa: F401
-from .opclass_costs import (GEMM_CLASSES, MODULE_CALL, MODULE_COLD, OpCosts, allocator_of, framework_of, gemm_dims,
+from .opclass_costs import (GEMM_CLASSES, MODULE_CALL, OpCosts, allocator_of, framework_of, gemm_dims,
                             module_calls, module_calls_s, op_class_of, operand_variant_base, shape_dim, work_dtype)
 from .roofline import CACHE_LEVELS, fits_level, latency_terms, residency, target_label
 
@@ -297,21 +297,6 @@ def dispatch_terms(work: Work, ceilings: Ceilings, costs: OpCosts) -> dict[str, 
     return launch_terms(work, ceilings)
 
 
-COLD_TERM = f"dispatch:{MODULE_COLD}"
-
-
-def cold_terms(work: Work, ceilings: Ceilings, costs: OpCosts, kernel_s: float,
-               overhead: Mapping[str, float]) -> dict[str, float]:
-    """What an op of eager model code loses against its replay alone (``dispatch:torch-module-cold``:
-    the measured share times its kernel and bare dispatch, :mod:`.model_code`) on a CPU whose
-    figures have it; empty otherwise. A graph's schedule slows its op the same
-    (:meth:`pytest_charz.workloads.runtime.Runtime.op_slowdown`)."""
-    cold = costs.dispatch(MODULE_COLD)
-    if ceilings.kind != "cpu" or not cold or not work.launches or framework_of(work) != "torch-module":
-        return {}
-    return {COLD_TERM: cold * (kernel_s + overhead.get("dispatch:torch", 0.0))}
-
-
 def dispatch_s(prediction: Prediction) -> float:
     """The seconds of a prediction that are its host's dispatch (every ``dispatch:`` term)."""
     return sum(seconds for term, seconds in prediction.breakdown.items() if term.startswith("dispatch:"))
@@ -326,8 +311,6 @@ def dispatch_extra_s(prediction: Prediction) -> float:
     for term, seconds in prediction.breakdown.items():
         kind, _, framework = term.partition(":")
         base = allocator_of(framework)
-        if term == COLD_TERM:
-            continue        # a share of the op's own time: the calibration scales it with that time
         if kind == "dispatch" and base != framework and f"dispatch:{base}" in prediction.breakdown:
             extra += seconds
     return extra
@@ -355,8 +338,6 @@ class OpClassModel:
         if not breakdown:
             raise Uncovered("the work has no FLOPs, bytes, accesses, launches, transfers or collectives")
         kernel_s, kernel_bound = overlapped(kernel)
-        overhead.update(cold_terms(work, ceilings, self.costs, kernel_s, overhead))
-        breakdown.update(overhead)
         overhead_s = sum(overhead.values())
         moves_s, moves_bound = overlapped(moves)
         asynchronous = bool(work.shape["overlap"]) if "overlap" in work.shape else ceilings.kind in ("gpu", "asic")

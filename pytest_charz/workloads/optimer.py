@@ -53,6 +53,8 @@ import time
 import types
 from typing import Any, Callable
 
+from .aten_costs import aten_name
+
 #: The aten name the capture gives fused attention, replayed as one op here too.
 ATTENTION_SOURCE = "aten.scaled_dot_product_attention"
 #: Replays of one call add up to at least this long (the held-out steps' batch, 50 us).
@@ -315,8 +317,6 @@ def match_ops(graph: Any, events: list[tuple[str, float]]) -> tuple[dict[str, fl
     by aten name and order: the k-th timed op named ``mm`` is the k-th captured op whose source is
     ``mm``; what matches no captured op (a view, a folded op) is left out. Returns seconds by op
     name and the number of captured ops no timed op matched."""
-    from .aten_costs import aten_name
-
     queues: dict[str, list[float]] = {}
     for name, seconds in events:
         queues.setdefault(aten_name(name), []).append(seconds)
