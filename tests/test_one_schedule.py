@@ -206,7 +206,9 @@ def test_a_cpu_op_costs_the_same_in_a_graph_as_alone_under_a_calibration() -> No
     from pytest_charz.calibration.predictor import Predictor
     from pytest_charz.models import Ceilings
     from pytest_charz.models.ceilings_profile import read_op_costs
+    from pytest_charz.models.opclass_costs import OpCosts
     from pytest_charz.models.registry import get_model
+    from pytest_charz.targets.spec import Figure
     from pytest_charz.work import Work
     from pytest_charz.workloads.graph import Graph, Op, sequential
 
@@ -217,7 +219,12 @@ def test_a_cpu_op_costs_the_same_in_a_graph_as_alone_under_a_calibration() -> No
     mean = EfficiencyTable("reduction.mean:fp32", "bytes", (2.7, 7.2), (0.2, 0.9))
     fitted = ClassFit("reduction.mean:fp32", mean, (2.7, 7.2), 5, ("reduction",), (0.8, 1.25), "normalized")
     ceilings = Ceilings.from_profile(profile)
-    core = Predictor.of(get_model("opclass"), ceilings, ModelFit("opclass", classes={fitted.key: fitted}),
+    # the calibration's own dispatch figure (the median of its rounds) is not the profile's: the
+    # graph's host issues with the core's, as the core prices the op alone and as charz sim does
+    # (predict_graph took the profile's: a captured Mixtral decode step 2.7% apart from its ops)
+    calibrated = OpCosts(dispatch_s={"torch": Figure(0.72e-6, "calibration")})
+    core = Predictor.of(get_model("opclass"), ceilings,
+                        ModelFit("opclass", classes={fitted.key: fitted}, costs=calibrated),
                         op_costs=read_op_costs(profile))
     ops = [Op(f"mean#{i}", "reduction", Work(flops=float(n), bytes=4.0 * n, dtype="fp32", launches=1, op="reduction",
                                              shape={"elements": n, "function": "mean", "outputs": 1, "root_op": 1,
@@ -226,5 +233,8 @@ def test_a_cpu_op_costs_the_same_in_a_graph_as_alone_under_a_calibration() -> No
     alone = [core.predict(op.work) for op in ops]
     graph = predict_graph(Graph("g", "forward", sequential(ops)), "cpu", profile=profile, predictor=core)
     assert graph.latency_s == pytest.approx(sum(p.time_s for p in alone), rel=1e-9)
+    simulated = simulate_graph(Graph("g", "forward", sequential(ops)),
+                               Machine.from_profile(profile, resolve("cpu"), core), SimOptions())
+    assert simulated.latency_s == pytest.approx(graph.latency_s, rel=1e-9)
     # the small op's kernel keeps the fixed cost its class's efficiency holds
-    assert graph.ops[0].kernel_s > 0.5 * (alone[0].time_s - 0.65e-6)
+    assert graph.ops[0].kernel_s > 0.5 * (alone[0].time_s - 0.72e-6)

@@ -136,7 +136,7 @@ class Machine:
 
         if predictor.target and predictor.target != self.id:
             raise UsageError(f"a prediction core of {predictor.target!r} cannot price the {self.id!r} machine")
-        runtime = runtime_of(predictor.ceilings, profile)
+        runtime = runtime_of(predictor.ceilings, profile, costs=getattr(predictor.model, "costs", None))
         sources = {**self.sources, "dispatch_overhead": runtime.dispatch_source, "launch_overhead": runtime.launch_source}
         machine = dataclasses.replace(self, dispatch_overhead_s=runtime.dispatch_s, launch_overhead_s=runtime.launch_s,
                                       sources=sources, predictor=predictor)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..workloads.runtime import ASYNCHRONOUS_KINDS, Runtime, runtime_profile
+from ..workloads.runtime import ASYNCHRONOUS_KINDS, Runtime, framework_figures, runtime_profile
 from ..workloads.schedule import HOST, Schedule, run_schedule, schedule_graph, share_rates
 from .machine import Machine
 from .result import SimOptions
@@ -48,7 +48,6 @@ def machine_framework_dispatch(machine: Machine) -> tuple[tuple[str, float], ...
     ``dispatch_overhead`` is still the one the core was priced at (a what-if dispatch applies to
     every op); empty otherwise."""
     costs = getattr(getattr(machine.predictor, "model", None), "costs", None)
-    figures = getattr(costs, "dispatch_s", None)
-    if machine.kind != "cpu" or not figures or machine.dispatch_overhead_s != machine.priced_at.get("dispatch_overhead"):
+    if costs is None or machine.dispatch_overhead_s != machine.priced_at.get("dispatch_overhead"):
         return ()
-    return tuple(sorted((name, figure.value) for name, figure in figures.items()))
+    return framework_figures(machine.kind, None, costs)

@@ -237,7 +237,9 @@ def predict_graph(
         predictor = load_predictor(target, model, profile, calibration)
     chosen, ceilings = predictor.model, predictor.ceilings
     check_fits(graph, ceilings.capacity("dram"), predictor.target or ceilings.target_id or "the target")
-    issued = runtime_of(ceilings, profile, host_dispatch_s, asynchronous, runtime)
+    # the host's dispatch per framework is the core's, as it prices one op (and as charz sim issues)
+    issued = runtime_of(ceilings, profile, host_dispatch_s, asynchronous, runtime,
+                        costs=getattr(chosen, "costs", None))
     gap_s = issued.graph_launch_s if issued.graph_replay else issued.launch_s   # what each launch leaves the device
 
     # Each distinct kernel priced once by the core, calibration applied exactly as for a single case.

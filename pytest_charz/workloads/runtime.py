@@ -45,6 +45,7 @@ from ..models.opclass_costs import MODULE_CALL, MODULE_COLD, module_calls_s, ope
 
 if TYPE_CHECKING:
     from ..models.ceilings import Ceilings
+    from ..models.opclass_costs import OpCosts
 
 #: Device-side cost of one kernel launch when the ceilings have no measured ``launch`` figure
 #: (datasheets have none): 2.5 us, the middle of the 1-3 us ``cudaLaunchKernel`` enqueue cost on
@@ -170,21 +171,30 @@ class Runtime:
         return 1.0 + dict(self.framework_dispatch).get(MODULE_COLD, 0.0)
 
 
-def framework_dispatch(kind: str, profile: Mapping[str, Any] | None) -> Any:
-    """The profile's measured host time per op of eager PyTorch model code on a CPU target:
-    ``dispatch:torch-module`` (ops issued from ``nn.Module`` code, module calls and views
-    included: what a workload graph's ops cost), else the bare ``dispatch:torch``; else None.
-    A Figure (``value``, ``source``)."""
-    if kind != "cpu" or profile is None:
+def _dispatch_costs(kind: str, profile: Mapping[str, Any] | None, costs: "OpCosts | None") -> Any:
+    """The dispatch figures per framework a CPU's graph is issued with: the prediction core's
+    (``costs``: a calibration's, filled from the profile, as the core prices one op), else the
+    profile's; None elsewhere or without either."""
+    if kind != "cpu":
         return None
-    from ..models.ceilings_profile import read_op_costs
+    if costs is None and profile is not None:
+        from ..models.ceilings_profile import read_op_costs
 
-    dispatch = read_op_costs(profile).dispatch_s
+        costs = read_op_costs(profile)
+    return costs.dispatch_s if costs is not None else None
+
+
+def framework_dispatch(kind: str, profile: Mapping[str, Any] | None, costs: "OpCosts | None" = None) -> Any:
+    """The measured host time per op of eager PyTorch model code on a CPU target
+    (:func:`_dispatch_costs`): ``dispatch:torch-module`` (ops issued from ``nn.Module`` code,
+    module calls and views included: what a workload graph's ops cost), else the bare
+    ``dispatch:torch``; else None. A Figure (``value``, ``source``)."""
+    dispatch = _dispatch_costs(kind, profile, costs) or {}
     return dispatch.get("torch-module") or dispatch.get("torch")
 
 
 def runtime_of(ceilings: "Ceilings", profile: Mapping[str, Any] | None = None, host_dispatch_s: float | None = None,
-               asynchronous: bool | None = None, runtime: str | None = None) -> Runtime:
+               asynchronous: bool | None = None, runtime: str | None = None, costs: "OpCosts | None" = None) -> Runtime:
     """The launch gap, host dispatch and synchrony for ``ceilings`` (the prediction core's) and
     ``profile`` (module docstring). ``host_dispatch_s`` replaces the host dispatch only;
     ``asynchronous`` (default: the target kind is a GPU or an ASIC) whether the host runs ahead;
@@ -193,7 +203,7 @@ def runtime_of(ceilings: "Ceilings", profile: Mapping[str, Any] | None = None, h
     from_profile = named is not None and named.dispatch_s is not None and host_dispatch_s is None
     if from_profile and named is not None:
         host_dispatch_s = named.dispatch_s
-    base = _runtime_of(ceilings, profile, host_dispatch_s, asynchronous)
+    base = _runtime_of(ceilings, profile, host_dispatch_s, asynchronous, costs)
     if named is None:
         return base
     from dataclasses import replace
@@ -203,8 +213,8 @@ def runtime_of(ceilings: "Ceilings", profile: Mapping[str, Any] | None = None, h
 
 
 def _runtime_of(ceilings: "Ceilings", profile: Mapping[str, Any] | None, host_dispatch_s: float | None,
-                asynchronous: bool | None) -> Runtime:
-    framework = framework_dispatch(ceilings.kind, profile)
+                asynchronous: bool | None, costs: "OpCosts | None") -> Runtime:
+    framework = framework_dispatch(ceilings.kind, profile, costs)
     measured = ceilings.launch_overhead_s
     if framework is not None:
         launch_s, launch_source = 0.0, NO_LAUNCH_SOURCE
@@ -220,13 +230,12 @@ def _runtime_of(ceilings: "Ceilings", profile: Mapping[str, Any] | None, host_di
         dispatch_s, dispatch_source = check_non_negative("host_dispatch_s", host_dispatch_s), "given"
     overlapping = asynchronous if asynchronous is not None else ceilings.kind in ASYNCHRONOUS_KINDS
     return Runtime(dispatch_s, launch_s, overlapping, dispatch_source, launch_source,
-                   framework_dispatch=framework_figures(ceilings.kind, profile) if host_dispatch_s is None else ())
+                   framework_dispatch=framework_figures(ceilings.kind, profile, costs) if host_dispatch_s is None else ())
 
 
-def framework_figures(kind: str, profile: Mapping[str, Any] | None) -> tuple[tuple[str, float], ...]:
-    """A CPU profile's measured dispatch per framework, as :attr:`Runtime.framework_dispatch` holds it."""
-    if kind != "cpu" or profile is None:
-        return ()
-    from ..models.ceilings_profile import read_op_costs
-
-    return tuple(sorted((name, figure.value) for name, figure in read_op_costs(profile).dispatch_s.items()))
+def framework_figures(kind: str, profile: Mapping[str, Any] | None,
+                      costs: "OpCosts | None" = None) -> tuple[tuple[str, float], ...]:
+    """A CPU's measured dispatch per framework (:func:`_dispatch_costs`), as
+    :attr:`Runtime.framework_dispatch` holds it."""
+    dispatch = _dispatch_costs(kind, profile, costs) or {}
+    return tuple(sorted((name, figure.value) for name, figure in dispatch.items()))
