@@ -35,10 +35,11 @@ ROWS_WIDTH = ((8, 256), (32, 384), (64, 512), (256, 1024), (512, 1024), (4096, 1
 MEAN_ROWS = ((1, 128), (1, 1024), (16, 1024), (256, 1024), (4096, 1024))
 #: ``cat`` as model code makes it, (heads, length, head dim) of one sequence: a KV cache's append
 #: (``cat([past, new], dim=-2)``, past of ``length`` positions, one new) and a rotary embedding's
-#: halves (``cat((x[..., d/2:], x[..., :d/2]), dim=-1)`` of a ``length``-token query), from a small
+#: halves (``cat((-x[..., d/2:], x[..., :d/2]), dim=-1)`` of a ``length``-token query), from a small
 #: model's decode step to a prefill's. A cat's cost follows the contiguous chunks it copies, which a
 #: 1-D cat of two halves does not have (3.8 us for 64 + 64 floats, a decode step's KV append of the
-#: same bytes 5.2, on one Xeon core).
+#: same bytes 5.2, on one Xeon core). The second half is a view by strides, which PyTorch's serial
+#: cat kernel does not take: the halves are the strided cats' cases (``copy.cat.strided``).
 CAT_KV = ((4, 8, 32), (4, 32, 32), (8, 256, 64), (8, 2048, 64), (32, 1024, 128))
 CAT_HALVES = ((4, 1, 32), (4, 32, 32), (8, 256, 64), (32, 512, 128))
 SQUARE = (64, 96, 128, 192, 256, 384, 512, 1024)
@@ -170,13 +171,18 @@ def build(torch: Any, op_class: str, dims: tuple[Any, ...], rng: np.random.Gener
             past, new = tensor(1, heads, length, d), tensor(1, heads, 1, d)
             parts, axis, elements = (past, new), -2, heads * (length + 1) * d
         else:
+            # as a rotary embedding's rotate_half joins them: the negated half a new tensor, the
+            # other a view of x by strides (two views of equal strides would share one iterator)
             x = tensor(1, heads, length, d)
-            parts, axis, elements = (x[..., d // 2:], x[..., :d // 2]), -1, heads * length * d
-        # c = cat(parts): read every part, write the joined tensor
+            parts, axis, elements = (-x[..., d // 2:], x[..., :d // 2]), -1, heads * length * d
+        # c = cat(parts): read every part, write the joined tensor; a half sliced from x is a view
+        # by strides, which PyTorch's serial cat kernel does not take (copy.cat.strided)
         fn_cat: Callable[[], Any] = lambda: torch.cat(parts, dim=axis)  # noqa: E731
         expected_cat = np.concatenate([p.numpy() for p in parts], axis=axis)
+        strided = {"strided": 1} if any(not p.is_contiguous() for p in parts) else {}
+        assert bool(strided) == (kind == "halves")
         return fn_cat, (lambda: close(fn_cat(), expected_cat)), work(
-            0, 2 * elements * FP32, "copy", {"elements": elements, "function": "cat", "inputs": 2})
+            0, 2 * elements * FP32, "copy", {"elements": elements, "function": "cat", "inputs": 2, **strided})
     if op_class == "reduction" and len(dims) == 2:
         rows, width = dims
         x = tensor(rows, width)

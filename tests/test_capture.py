@@ -372,6 +372,36 @@ def test_an_elementwise_op_on_a_strided_view_is_marked_and_calibrated_apart() ->
     assert fallback_keys(strided) == ("elementwise.strided:fp32", "elementwise:fp32", "elementwise")
 
 
+def test_a_cat_of_strided_halves_is_marked_and_keyed_apart_from_a_kv_append() -> None:
+    # failure kind: a rotary embedding's cat of two halves sliced from the query (views by strides,
+    # which PyTorch's serial cat kernel does not take) and a KV cache's append (contiguous) were
+    # priced on one curve: the rotary cats read +32% (a decode step's) to +74% (a prefill's) replayed
+    # on a Xeon core, the appends -19%
+    from pytest_charz.calibration.class_keys import class_key, fallback_keys, fitted_keys
+
+    class Attention(torch.nn.Module):
+        def forward(self, q: torch.Tensor, past: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            half = q.shape[-1] // 2
+            rotated = torch.cat((-q[..., half:], q[..., :half]), dim=-1)
+            return rotated, torch.cat([past, q], dim=-2)
+
+    graph = capture(Attention(), torch.randn(1, 4, 1, 32), torch.randn(1, 4, 8, 32))
+    cats = [op.work for op in graph.ops if op.work.shape.get("function") == "cat"]
+    assert [bool(w.shape.get("strided")) for w in cats] == [True, False]
+    halves, append = cats
+    assert class_key(halves) == "copy.cat.strided:fp32" and class_key(append) == "copy.cat:fp32"
+    # fitted under its own key only; a calibration from before the split prices it as a cat
+    assert fitted_keys(halves) == ("copy.cat.strided:fp32",)
+    assert fallback_keys(halves) == ("copy.cat.strided:fp32", "copy.cat:fp32", "copy:fp32", "copy")
+    # a contiguous cat of two whole tensors (the rotary frequencies joined) is not strided
+    class Frequencies(torch.nn.Module):
+        def forward(self, f: torch.Tensor) -> torch.Tensor:
+            return torch.cat((f, f), dim=-1)
+
+    (only,) = [op.work for op in capture(Frequencies(), torch.randn(1, 1, 16)).ops]
+    assert not only.shape.get("strided") and class_key(only) == "copy.cat:fp32"
+
+
 def test_a_factory_is_marked_a_fill_and_calibrated_apart() -> None:
     # failure kind: a decode step's position arange was priced as an add's dispatch, 0.71 us,
     # where replayed it took 1.3-1.4 us on a Xeon core (+90%): a factory parses a size and options

@@ -47,6 +47,13 @@ def _framework_suffix(work: "Work") -> str:
 #:   PyTorch's fused kernels do not take (they need 4-D), so it runs the math backend (the scale,
 #:   a bmm, a softmax, a bmm): 244 us for 4 heads of 128 x 64 on one Xeon core, 136 us fused.
 FUNCTION_CLASSES = {"reduction": frozenset({"mean"}), "copy": frozenset({"cat"}), "attention": frozenset({"math"})}
+#: Function classes with a key of their own for a non-contiguous input (``shape["strided"]``):
+#: ``copy.cat.strided``, a cat that PyTorch's serial memcpy kernel does not take (it takes
+#: contiguous inputs only: ``cat_out_cpu`` in ATen's TensorShape.cpp), so it copies each input by
+#: strides: on a Xeon core a rotary embedding's cat of two 4 x 32 x 16 halves took 2.1 us, a KV
+#: cache append of about as many contiguous floats 1.4; pooled on one curve, a captured Llama's
+#: rotary cats read +32% (a decode step's) to +74% (a prefill's) and its KV appends -19%.
+STRIDED_FUNCTIONS = frozenset({"copy.cat"})
 
 
 def class_key(work: "Work") -> str:
@@ -66,19 +73,23 @@ def class_key(work: "Work") -> str:
     the kernel walks the view by strides (a rotary add of 4 x 32 x 32 floats with a transposed
     query took 1.97 us on a Xeon core, 1.02 contiguous). A NumPy work's
     op class carries ``@numpy`` (``copy@numpy:fp32``). A factory or fill (``shape["fill"]``) is
-    ``elementwise.fill`` (:data:`OWN_KERNEL_CLASSES`); a convolution whose stride is its kernel
+    ``elementwise.fill`` (:data:`OWN_KERNEL_CLASSES`); a cat with a non-contiguous input is
+    ``copy.cat.strided`` (:data:`STRIDED_FUNCTIONS`); a convolution whose stride is its kernel
     (``shape["patch"]``: a ViT's patch embedding) is ``conv.patch``."""
     return f"{_keyed_class(work)}{_framework_suffix(work)}:{work_dtype(work)}"
 
 
-def _keyed_class(work: "Work", linear: bool = True) -> str:
-    """The op class part of :func:`class_key` (``linear=False``: a linear layer's as its shape's)."""
+def _keyed_class(work: "Work", variant: bool = True) -> str:
+    """The op class part of :func:`class_key` (``variant=False``: a linear layer's as its shape's,
+    a strided ``cat`` as a contiguous one's)."""
     op_class = op_class_of(work)
     function = work.shape.get("function")
     if op_class == "transcendental" and isinstance(function, str) and function:
         op_class = f"{op_class}.{function}"
     elif function in FUNCTION_CLASSES.get(op_class, ()):
         op_class = f"{op_class}.{function}"
+        if variant and op_class in STRIDED_FUNCTIONS and work.shape.get("strided"):
+            op_class = f"{op_class}.strided"
     elif op_class == "elementwise" and work.shape.get("fill"):
         op_class = f"{op_class}.fill"
     elif op_class == "elementwise" and work.shape.get("strided"):
@@ -89,7 +100,7 @@ def _keyed_class(work: "Work", linear: bool = True) -> str:
         dims = gemm_dims(work, op_class)
         if dims is not None and min(dims[0], dims[1]) <= SKINNY_DIM:
             op_class = f"{op_class}.skinny"
-        if linear and work.shape.get("linear"):
+        if variant and work.shape.get("linear"):
             op_class = f"{op_class}.linear"
     return op_class
 
@@ -100,8 +111,9 @@ def fallback_keys(work: "Work") -> tuple[str, ...]:
     ``@numpy`` (:data:`NUMPY_SUFFIX`), so NumPy and PyTorch cases are fitted apart."""
     suffix, dtype = _framework_suffix(work), work_dtype(work)
     op_class = op_class_of(work) + suffix
-    # a linear layer's product falls back to the product of its shape first (gemm.skinny)
-    shape_key = f"{_keyed_class(work, linear=False)}{suffix}:{dtype}"
+    # a linear layer's product falls back to the product of its shape first (gemm.skinny), a
+    # strided cat to the contiguous cats (a calibration from before the split has only those)
+    shape_key = f"{_keyed_class(work, variant=False)}{suffix}:{dtype}"
     return tuple(dict.fromkeys((class_key(work), shape_key, f"{op_class}:{dtype}", op_class)))
 
 
@@ -130,9 +142,13 @@ def fallback_keys(work: "Work") -> tuple[str, ...]:
 #:   convolutions of 16-32 channels ran at 130-150 GFLOP/s. Priced on the 3 x 3 curve, a
 #:   captured ViT's patch embedding read +208%.
 #:
+#: * ``copy.cat.strided``: a cat with a non-contiguous input (:data:`STRIDED_FUNCTIONS`), copied
+#:   by strides per input; pooled, its cases would raise the contiguous cats' curve.
+#:
 #: Such an op of a calibration without these cases is still looked up under its class's keys
 #: (:func:`lookup_keys`), and none of their cases sets a memory level's bandwidth.
-OWN_KERNEL_CLASSES = frozenset({"attention.math", "elementwise.strided", "elementwise.fill", "conv.patch"})
+OWN_KERNEL_CLASSES = frozenset({"attention.math", "elementwise.strided", "elementwise.fill", "conv.patch",
+                                "copy.cat.strided"})
 
 
 def runs_own_kernel(work: "Work") -> bool:

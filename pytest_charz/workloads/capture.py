@@ -117,7 +117,8 @@ class Recorder:
         writes into tensors it was given (an in-place op, ``out=``), so it allocates none, which
         its Work says (``shape["inplace"]``, read by the op-class model's fresh-page term);
         ``scalar_operand``: one operand is a number (``shape["scalar_operand"]``); ``strided``: an
-        operand is a view whose elements are not contiguous (``shape["strided"]``); ``broadcast``:
+        operand (of an elementwise op or a ``cat``) is a view whose elements are not contiguous
+        (``shape["strided"]``); ``broadcast``:
         its two tensor operands differ in shape (``shape["broadcast"]``)."""
         import torch
 
@@ -219,9 +220,14 @@ class Recorder:
         # an operand that is a non-contiguous view (a query transposed to heads, a rotary half
         # sliced from it): the kernel walks it by strides, not as one vector run (on a Xeon core a
         # rotary add of two 4 x 32 x 32 tensors, one a transposed view, took 1.97 us, 1.02 with
-        # both contiguous)
-        strided = cost.op_class == "elementwise" and any(
-            isinstance(a, torch.Tensor) and a.numel() > 1 and not a.is_contiguous() for a, _ in operands)
+        # both contiguous). A cat with a non-contiguous input (a rotary embedding's halves
+        # ``x[..., d/2:]``, a ViT's patches transposed to tokens) leaves PyTorch's serial memcpy
+        # kernel, which takes contiguous inputs only, for a strided copy per input (``cat_out_cpu``
+        # in ATen's TensorShape.cpp): on a Xeon core a cat of two 4 x 32 x 16 halves took 2.1 us, a
+        # KV append of about as many floats 1.4
+        walked = [a for a, _ in operands] if cost.op_class == "elementwise" else \
+            tensor_args if cost.shape.get("function") == "cat" else []
+        strided = any(isinstance(a, torch.Tensor) and a.numel() > 1 and not a.is_contiguous() for a in walked)
         self.record(name, str(func), cost, reads, outputs or mutated, gather=cost.attrs.get("gather", False),
                     written=(outputs + mutated) or None, inplace=bool(mutated), scalar_operand=scalar,
                     strided=strided, broadcast=broadcast)
