@@ -47,13 +47,14 @@ def _framework_suffix(work: "Work") -> str:
 #:   PyTorch's fused kernels do not take (they need 4-D), so it runs the math backend (the scale,
 #:   a bmm, a softmax, a bmm): 244 us for 4 heads of 128 x 64 on one Xeon core, 136 us fused.
 FUNCTION_CLASSES = {"reduction": frozenset({"mean"}), "copy": frozenset({"cat"}), "attention": frozenset({"math"})}
-#: Function classes with a key of their own for a non-contiguous input (``shape["strided"]``):
-#: ``copy.cat.strided``, a cat that PyTorch's serial memcpy kernel does not take (it takes
-#: contiguous inputs only: ``cat_out_cpu`` in ATen's TensorShape.cpp), so it copies each input by
-#: strides: on a Xeon core a rotary embedding's cat of two 4 x 32 x 16 halves took 2.1 us, a KV
-#: cache append of about as many contiguous floats 1.4; pooled on one curve, a captured Llama's
-#: rotary cats read +32% (a decode step's) to +74% (a prefill's) and its KV appends -19%.
-STRIDED_FUNCTIONS = frozenset({"copy.cat"})
+#: Keyed classes with a key of their own for a non-contiguous operand (``shape["strided"]``,
+#: ``<class>.strided``): an elementwise op walks the view by strides; a cat is not taken by
+#: PyTorch's serial memcpy kernel (it takes contiguous inputs only: ``cat_out_cpu`` in ATen's
+#: TensorShape.cpp), so it copies each input by strides: on a Xeon core a rotary embedding's cat
+#: of two 4 x 32 x 16 halves took 2.1 us, a KV cache append of about as many contiguous floats
+#: 1.4; pooled on one curve, a captured Llama's rotary cats read +32% (a decode step's) to +74%
+#: (a prefill's) and its KV appends -19%.
+STRIDED_CLASSES = frozenset({"elementwise", "copy.cat"})
 
 
 def class_key(work: "Work") -> str:
@@ -74,26 +75,22 @@ def class_key(work: "Work") -> str:
     query took 1.97 us on a Xeon core, 1.02 contiguous). A NumPy work's
     op class carries ``@numpy`` (``copy@numpy:fp32``). A factory or fill (``shape["fill"]``) is
     ``elementwise.fill`` (:data:`OWN_KERNEL_CLASSES`); a cat with a non-contiguous input is
-    ``copy.cat.strided`` (:data:`STRIDED_FUNCTIONS`); a convolution whose stride is its kernel
+    ``copy.cat.strided`` (:data:`STRIDED_CLASSES`); a convolution whose stride is its kernel
     (``shape["patch"]``: a ViT's patch embedding) is ``conv.patch``."""
     return f"{_keyed_class(work)}{_framework_suffix(work)}:{work_dtype(work)}"
 
 
 def _keyed_class(work: "Work", variant: bool = True) -> str:
     """The op class part of :func:`class_key` (``variant=False``: a linear layer's as its shape's,
-    a strided ``cat`` as a contiguous one's)."""
+    an op on a strided view as one on contiguous operands: :data:`STRIDED_CLASSES`)."""
     op_class = op_class_of(work)
     function = work.shape.get("function")
     if op_class == "transcendental" and isinstance(function, str) and function:
         op_class = f"{op_class}.{function}"
     elif function in FUNCTION_CLASSES.get(op_class, ()):
         op_class = f"{op_class}.{function}"
-        if variant and op_class in STRIDED_FUNCTIONS and work.shape.get("strided"):
-            op_class = f"{op_class}.strided"
     elif op_class == "elementwise" and work.shape.get("fill"):
         op_class = f"{op_class}.fill"
-    elif op_class == "elementwise" and work.shape.get("strided"):
-        op_class = f"{op_class}.strided"
     elif op_class == "conv" and work.shape.get("patch"):
         op_class = f"{op_class}.patch"
     elif op_class == "gemm":
@@ -102,6 +99,8 @@ def _keyed_class(work: "Work", variant: bool = True) -> str:
             op_class = f"{op_class}.skinny"
         if variant and work.shape.get("linear"):
             op_class = f"{op_class}.linear"
+    if variant and op_class in STRIDED_CLASSES and work.shape.get("strided"):
+        op_class = f"{op_class}.strided"
     return op_class
 
 
@@ -142,7 +141,7 @@ def fallback_keys(work: "Work") -> tuple[str, ...]:
 #:   convolutions of 16-32 channels ran at 130-150 GFLOP/s. Priced on the 3 x 3 curve, a
 #:   captured ViT's patch embedding read +208%.
 #:
-#: * ``copy.cat.strided``: a cat with a non-contiguous input (:data:`STRIDED_FUNCTIONS`), copied
+#: * ``copy.cat.strided``: a cat with a non-contiguous input (:data:`STRIDED_CLASSES`), copied
 #:   by strides per input; pooled, its cases would raise the contiguous cats' curve.
 #:
 #: Such an op of a calibration without these cases is still looked up under its class's keys

@@ -115,9 +115,7 @@ class ClassFit:
             # dispatch too, which a class of slow small kernels does not slow (a 1-float rsqrt
             # priced 1.20 us at the pooled transcendental end knot's 0.585, on a Xeon core where
             # it took 0.73-0.79 us and the line says 0.95)
-            on_line = max(line, floor_s)
-            if not math.isclose(on_line, time_s, rel_tol=1e-9):
-                time_s = on_line
+            time_s = max(line, floor_s)
         outside = max(self.log10_range[0] - x, x - self.log10_range[1], 0.0)
         if outside > 0 and on_small_end:
             # the line's time falls to its fixed cost, which the smallest cases measured: its

@@ -111,10 +111,8 @@ class Predictor:
                 or framework_of(work) != "torch-module" or prediction.time_s <= 0):
             return prediction
         cold_s = cold * max(prediction.time_s - dispatch_extra_s(prediction), 0.0)
-        scale = (prediction.time_s + cold_s) / prediction.time_s
-        low, high = prediction.interval_s
-        return replace(prediction, time_s=prediction.time_s + cold_s, interval_s=(low * scale, high * scale),
-                       breakdown={**prediction.breakdown, f"dispatch:{MODULE_COLD}": cold_s})
+        return _at_time(prediction, prediction.time_s + cold_s,
+                        breakdown={**prediction.breakdown, f"dispatch:{MODULE_COLD}": cold_s})
 
     def _kernel_on_cpu(self, work: Work) -> Prediction | None:
         """A CPU op's kernel alone (a graph's op: ``launches=0``, its host paying the dispatch),
@@ -134,14 +132,11 @@ class Predictor:
         own_s = dispatch_s(alone)
         if not alone.covered or own_s <= 0 or alone.time_s <= 0:
             return None
-        kernel_s = max(alone.time_s - own_s, 0.0)
-        scale = kernel_s / alone.time_s
-        low, high = alone.interval_s
         breakdown = {term: seconds for term, seconds in alone.breakdown.items() if not term.startswith("dispatch:")}
         bound = alone.bound if alone.bound in breakdown else max(breakdown, key=breakdown.__getitem__, default="")
-        return replace(alone, time_s=kernel_s, interval_s=(low * scale, high * scale), breakdown=breakdown,
-                       bound=bound, notes=(*alone.notes, "kernel: the op priced with its call, less the call's "
-                                                         f"dispatch ({own_s * 1e6:.3g} us)"))
+        return _at_time(alone, max(alone.time_s - own_s, 0.0), breakdown=breakdown, bound=bound,
+                        notes=(*alone.notes, f"kernel: the op priced with its call, less the call's dispatch "
+                                             f"({own_s * 1e6:.3g} us)"))
 
     def _grouped_on_cpu(self, work: Work) -> Prediction | None:
         """A grouped GEMM (``op="gemm"``, ``shape["groups"]`` > 1: ``torch._grouped_mm`` of a
@@ -179,13 +174,10 @@ class Predictor:
         for term, seconds in one.breakdown.items():
             if term.startswith("dispatch:"):
                 outer[term] = outer.get(term, 0.0) + groups * seconds
-        time_s = sum(outer.values()) + busy * kernel_s
-        low, high = one.interval_s
-        scale = time_s / one.time_s if one.time_s > 0 else 1.0
         note = (f"grouped GEMM on a CPU: {groups} calls (PyTorch's _grouped_mm fallback), "
                 f"{busy} with rows ({rows} each)")
-        return replace(one, time_s=time_s, interval_s=(low * scale, high * scale), breakdown={**breakdown, **outer},
-                       notes=(*one.notes, note))
+        return _at_time(one, sum(outer.values()) + busy * kernel_s, breakdown={**breakdown, **outer},
+                        notes=(*one.notes, note))
 
     def predict_all(self, works: Iterable[Work]) -> list[Prediction]:
         """Predictions of ``works`` in order; equal works are priced once (a 70B graph repeats
@@ -200,6 +192,13 @@ class Predictor:
     def band(self, regime: str) -> Mapping[str, Any] | None:
         """The calibrated verdict band of ``regime``, or None (not validated: not judged)."""
         return self.bands.get(regime) if self.calibration is not None else None
+
+
+def _at_time(prediction: Prediction, time_s: float, **changes: Any) -> Prediction:
+    """``prediction`` at ``time_s``, its interval scaled with it, and ``changes`` replaced."""
+    low, high = prediction.interval_s
+    scale = time_s / prediction.time_s if prediction.time_s > 0 else 1.0
+    return replace(prediction, time_s=time_s, interval_s=(low * scale, high * scale), **changes)
 
 
 def _from(source: str) -> str:

@@ -118,8 +118,8 @@ class Recorder:
         its Work says (``shape["inplace"]``, read by the op-class model's fresh-page term);
         ``scalar_operand``: one operand is a number (``shape["scalar_operand"]``); ``strided``: an
         operand (of an elementwise op or a ``cat``) is a view whose elements are not contiguous
-        (``shape["strided"]``); ``broadcast``:
-        its two tensor operands differ in shape (``shape["broadcast"]``)."""
+        (``shape["strided"]``); ``broadcast``: its two tensor operands differ in shape
+        (``shape["broadcast"]``)."""
         import torch
 
         seen: dict[tuple[Any, ...], Any] = {}

@@ -184,12 +184,11 @@ def _dispatch_costs(kind: str, profile: Mapping[str, Any] | None, costs: "OpCost
     return costs.dispatch_s if costs is not None else None
 
 
-def framework_dispatch(kind: str, profile: Mapping[str, Any] | None, costs: "OpCosts | None" = None) -> Any:
-    """The measured host time per op of eager PyTorch model code on a CPU target
+def _model_code_dispatch(dispatch: Mapping[str, Any]) -> Any:
+    """The measured host time per op of eager PyTorch model code among ``dispatch``'s figures
     (:func:`_dispatch_costs`): ``dispatch:torch-module`` (ops issued from ``nn.Module`` code,
     module calls and views included: what a workload graph's ops cost), else the bare
     ``dispatch:torch``; else None. A Figure (``value``, ``source``)."""
-    dispatch = _dispatch_costs(kind, profile, costs) or {}
     return dispatch.get("torch-module") or dispatch.get("torch")
 
 
@@ -214,7 +213,8 @@ def runtime_of(ceilings: "Ceilings", profile: Mapping[str, Any] | None = None, h
 
 def _runtime_of(ceilings: "Ceilings", profile: Mapping[str, Any] | None, host_dispatch_s: float | None,
                 asynchronous: bool | None, costs: "OpCosts | None") -> Runtime:
-    framework = framework_dispatch(ceilings.kind, profile, costs)
+    dispatch = _dispatch_costs(ceilings.kind, profile, costs) or {}
+    framework = _model_code_dispatch(dispatch)
     measured = ceilings.launch_overhead_s
     if framework is not None:
         launch_s, launch_source = 0.0, NO_LAUNCH_SOURCE
@@ -230,12 +230,15 @@ def _runtime_of(ceilings: "Ceilings", profile: Mapping[str, Any] | None, host_di
         dispatch_s, dispatch_source = check_non_negative("host_dispatch_s", host_dispatch_s), "given"
     overlapping = asynchronous if asynchronous is not None else ceilings.kind in ASYNCHRONOUS_KINDS
     return Runtime(dispatch_s, launch_s, overlapping, dispatch_source, launch_source,
-                   framework_dispatch=framework_figures(ceilings.kind, profile, costs) if host_dispatch_s is None else ())
+                   framework_dispatch=_figures(dispatch) if host_dispatch_s is None else ())
 
 
 def framework_figures(kind: str, profile: Mapping[str, Any] | None,
                       costs: "OpCosts | None" = None) -> tuple[tuple[str, float], ...]:
     """A CPU's measured dispatch per framework (:func:`_dispatch_costs`), as
     :attr:`Runtime.framework_dispatch` holds it."""
-    dispatch = _dispatch_costs(kind, profile, costs) or {}
+    return _figures(_dispatch_costs(kind, profile, costs) or {})
+
+
+def _figures(dispatch: Mapping[str, Any]) -> tuple[tuple[str, float], ...]:
     return tuple(sorted((name, figure.value) for name, figure in dispatch.items()))
