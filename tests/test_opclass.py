@@ -318,6 +318,34 @@ def test_an_op_with_a_python_scalar_operand_costs_the_scalar_dispatch() -> None:
     assert breakdown["dispatch:torch-scalar"] == pytest.approx(2.7e-6 - 1.07e-6)
 
 
+
+def test_a_python_number_of_the_ops_own_dtype_costs_the_uncast_scalar_dispatch() -> None:
+    # failure kind: a captured int64 position plus a Python int (wrapped as an int64, not cast)
+    # was priced at an fp32 tensor plus a float's dispatch, which also casts the number: replayed
+    # 1.05-1.13 us on a Xeon core against 1.81 predicted (-34..-42%)
+    uncast_op = Work(bytes=16, launches=1, op="elementwise",
+                     shape={"elements": 1, "dtype": "int64", "scalar_operand": 1, "scalar_uncast": 1})
+    assert framework_of(uncast_op) == "torch-scalar-uncast"
+    assert framework_of(Work(launches=1, op="dispatch", shape={"kind": "torch-scalar-uncast-add"})) == \
+        "torch-scalar-uncast"
+    scalar = {"name": "dispatch:torch-scalar", "value": 1.7e-6, "unit": "s"}
+    uncast = {"name": "dispatch:torch-scalar-uncast", "value": 1.05e-6 + 0.35e-6, "unit": "s"}
+
+    def dispatch_terms(*figures: dict) -> dict[str, float]:
+        measured = {**PROFILE, "ceilings": [*PROFILE["ceilings"], *figures]}
+        breakdown = OpClassModel().with_costs(read_op_costs(measured)).predict(
+            uncast_op, Ceilings.from_profile(measured)).breakdown
+        return {name: value for name, value in breakdown.items() if name.startswith("dispatch:")}
+
+    # measured: the framework's own dispatch and the uncast number's extra
+    assert dispatch_terms(scalar, uncast) == pytest.approx({"dispatch:torch": 1.07e-6,
+                                                            "dispatch:torch-scalar-uncast": 1.4e-6 - 1.07e-6})
+    # a profile from before the case: the scalar's (wrapped and cast), as it was priced; without
+    # that either, the framework's own
+    assert dispatch_terms(scalar) == pytest.approx({"dispatch:torch": 1.07e-6, "dispatch:torch-scalar": 0.63e-6})
+    assert dispatch_terms() == pytest.approx({"dispatch:torch": 1.07e-6})
+
+
 FRESH_PAGE_S = 1.7e-6      # the Zen 4 guest: a 40 MiB torch.empty touched once per page, per page
 
 

@@ -53,7 +53,7 @@ from .gemm import GemmParams, gemm_compute_terms, gemm_tiling
 from .launch import launch_terms
 from .opclass_alloc import ALLOC_KIND, FRESH_OUTPUT_BYTES, allocation_terms, output_bytes  # noqa: F401
 from .opclass_costs import (GEMM_CLASSES, MODULE_CALL, OpCosts, allocator_of, framework_of, gemm_dims,
-                            module_calls, module_calls_s, op_class_of, operand_variant_base, shape_dim, work_dtype)
+                            module_calls, module_calls_s, op_class_of, shape_dim, variant_dispatch, work_dtype)
 from .roofline import CACHE_LEVELS, fits_level, latency_terms, residency, target_label
 
 #: Matrix dimension at which a GEMM reaches half its large-square efficiency, per target kind: the
@@ -268,13 +268,8 @@ def dispatch_terms(work: Work, ceilings: Ceilings, costs: OpCosts) -> dict[str, 
     if not work.launches:
         return {}
     if ceilings.kind == "cpu" and op_class_of(work) != "wakeup":
-        framework = framework_of(work)
-        seconds = costs.dispatch(framework)
-        variant_of = operand_variant_base(framework)
-        if seconds is None and variant_of is not None:
-            # no figure of the operand variant measured: the framework's own dispatch, a lower bound
-            framework = variant_of
-            seconds = costs.dispatch(framework)
+        # no figure of an operand variant measured: the one it refines (OPERAND_VARIANTS)
+        framework, seconds = variant_dispatch(framework_of(work), costs.dispatch)
         if seconds is None:
             seconds = ceilings.launch_overhead()
         if seconds is None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ..errors import FormatError, UsageError
 from ..targets.spec import Figure
@@ -34,7 +34,12 @@ from ..work import DTYPES, Work
 
 OP_COSTS_VERSION = 1
 #: Frameworks whose per-op host dispatch is measured; ``torch-scalar`` is a PyTorch op with a
-#: Python scalar operand (``shape["scalar_operand"]``), which wraps the scalar on every call;
+#: Python scalar operand (``shape["scalar_operand"]``), which wraps the scalar on every call and,
+#: where the wrapped number is not of the op's dtype (a Python float, wrapped as a double, beside
+#: an fp32 tensor), casts it; ``torch-scalar-uncast`` one whose number is of the op's dtype
+#: (``shape["scalar_uncast"]``: a Python int beside an int64 position or index), wrapped and not
+#: cast (on a Xeon core 1.03 us for an int64 tensor plus an int, 1.67 for an fp32 one plus a
+#: float or an int, 0.66 for two tensors);
 #: ``torch-broadcast`` one of two tensor operands whose shapes differ (``shape["broadcast"]``: a
 #: norm's ``x * rsqrt(var)``, its ``weight * x``, a rotary ``q * cos``), whose TensorIterator
 #: computes the broadcast shape and strides on every call (0.78 against 0.69 us for 128 floats on
@@ -46,10 +51,12 @@ OP_COSTS_VERSION = 1
 #: ``shape["module_calls"]`` counts, beside ``torch-module`` per op.
 #: ``torch-module-cold`` is no time per op but seconds per second: how much longer an op of eager
 #: model code runs than alone, back to back (:mod:`.model_code`), its unit ``s/s``.
-FRAMEWORKS = ("torch", "numpy", "torch-scalar", "torch-broadcast", "torch-module", "torch-module-call",
-              "torch-module-cold")
-#: Operand variants of a framework (:func:`framework_of`); unmeasured, its own dispatch bounds one.
-OPERAND_VARIANTS = ("-scalar", "-broadcast")
+FRAMEWORKS = ("torch", "numpy", "torch-scalar", "torch-scalar-uncast", "torch-broadcast", "torch-module",
+              "torch-module-call", "torch-module-cold")
+#: Operand variants of a framework (:func:`framework_of`), each the suffix of the variant it
+#: refines: unmeasured, an uncast scalar's dispatch is the scalar's (which bounds it from above),
+#: a scalar's or a broadcast's the framework's own (which bounds it from below).
+OPERAND_VARIANTS = ("-uncast", "-scalar", "-broadcast")
 MODULE_CALL = "torch-module-call"
 MODULE_COLD = "torch-module-cold"
 
@@ -123,8 +130,9 @@ def framework_of(work: Work) -> str:
     """The framework whose dispatch a work pays: ``shape["framework"]`` (``torch``, ``numpy``),
     else ``shape["library"]`` when one of those, else the framework a ``shape["kind"]`` starts
     with (the runtime suite's ``numpy-add``), else ``torch`` (the workload IR is PyTorch's); with
-    ``shape["scalar_operand"]`` true, that framework's scalar-operand variant (``torch-scalar``),
-    else with ``shape["broadcast"]`` true its broadcast variant (``torch-broadcast``)."""
+    ``shape["scalar_operand"]`` true, that framework's scalar-operand variant (``torch-scalar``;
+    ``torch-scalar-uncast`` where ``shape["scalar_uncast"]`` says the number is of the op's
+    dtype), else with ``shape["broadcast"]`` true its broadcast variant (``torch-broadcast``)."""
     found = "torch"
     for key in ("framework", "library"):
         value = work.shape.get(key)
@@ -134,6 +142,8 @@ def framework_of(work: Work) -> str:
     else:
         found = framework_of_kind(str(work.shape.get("kind", ""))) or "torch"
     if work.shape.get("scalar_operand") and f"{found}-scalar" in FRAMEWORKS:
+        if work.shape.get("scalar_uncast") and f"{found}-scalar-uncast" in FRAMEWORKS:
+            return f"{found}-scalar-uncast"
         return f"{found}-scalar"
     if work.shape.get("broadcast") and f"{found}-broadcast" in FRAMEWORKS:
         return f"{found}-broadcast"
@@ -141,8 +151,21 @@ def framework_of(work: Work) -> str:
 
 
 def operand_variant_base(framework: str) -> str | None:
-    """The framework of an operand variant (``torch-broadcast`` -> ``torch``), else None."""
+    """The framework an operand variant refines (``torch-broadcast`` -> ``torch``,
+    ``torch-scalar-uncast`` -> ``torch-scalar``), else None."""
     return next((framework.removesuffix(s) for s in OPERAND_VARIANTS if framework.endswith(s)), None)
+
+
+def variant_dispatch(framework: str, figure: Callable[[str], float | None]) -> tuple[str, float | None]:
+    """``(framework, seconds)`` of the first of ``framework`` and the variants it refines
+    (:func:`operand_variant_base`, in turn) that ``figure`` has a dispatch figure of; the last one
+    tried and None when none has."""
+    seconds = figure(framework)
+    base = operand_variant_base(framework)
+    while seconds is None and base is not None:
+        framework, seconds = base, figure(base)
+        base = operand_variant_base(framework)
+    return framework, seconds
 
 
 def sums_elements(work: Work) -> bool:

@@ -38,6 +38,7 @@ from ..work import DTYPES, Work
 from .aten_costs import DATA_DEPENDENT, NO_FLOP_DTYPES, TORCH_DTYPES, AtenCost, aten_cost, attention_cost, base_name
 from .capture_paths import ModulePaths, tensors_in as _tensors
 from .graph import Graph, Op, TensorSpec, check_dtype
+from .operands import operand_marks
 
 __all__ = ["capture", "Recorder", "spec_of", "work_dtype"]
 
@@ -112,14 +113,12 @@ class Recorder:
     # -- recording ------------------------------------------------------------------------------
     def record(self, op_name: str, source: str, cost: AtenCost, inputs: Sequence[Any], outputs: Sequence[Any],
                gather: bool = False, written: Sequence[Any] | None = None, inplace: bool = False,
-               scalar_operand: bool = False, strided: bool = False, broadcast: bool = False) -> Op:
+               marks: Mapping[str, int] | None = None) -> Op:
         """Append one op reading ``inputs`` and writing ``outputs`` (tensors); ``inplace``: it
         writes into tensors it was given (an in-place op, ``out=``), so it allocates none, which
         its Work says (``shape["inplace"]``, read by the op-class model's fresh-page term);
-        ``scalar_operand``: one operand is a number (``shape["scalar_operand"]``); ``strided``: an
-        operand (of an elementwise op or a ``cat``) is a view whose elements are not contiguous
-        (``shape["strided"]``); ``broadcast``: its two tensor operands differ in shape
-        (``shape["broadcast"]``)."""
+        ``marks``: what its operands make it cost beyond its bytes, into its Work's shape
+        (:func:`.operands.operand_marks`)."""
         import torch
 
         seen: dict[tuple[Any, ...], Any] = {}
@@ -155,12 +154,7 @@ class Recorder:
                 shape["root_op"] = 1         # issued by the root's own forward
         if inplace:
             shape["inplace"] = 1
-        if scalar_operand:
-            shape["scalar_operand"] = 1
-        if strided:
-            shape["strided"] = 1
-        if broadcast:
-            shape["broadcast"] = 1
+        shape.update(marks or {})
         op = Op(name=name, op_class=cost.op_class,
                 work=Work(flops, {"dram": moved}, launches=1, op=cost.op_class, shape=shape),
                 inputs=tuple(spec_of(t) for t in distinct), outputs=tuple(spec_of(t) for t in outputs),
@@ -204,33 +198,9 @@ class Recorder:
                    and spec.alias_info.is_write and hasattr(a, "shape")]
         # copy_ overwrites its destination without reading it
         reads = [t for t in tensor_args if not (name == "copy_" and t is args[0])]
-        # a Python number where the op takes a tensor (``x * 0.5``: mul.Tensor), or a 0-dim
-        # tensor, as an elementwise op's operand beside a tensor: PyTorch wraps and promotes it on
-        # every call, which costs more than twice a plain op's dispatch (dispatch:torch-scalar);
-        # a number the op takes as a number (``x.pow(2)``: pow.Tensor_Scalar) is not wrapped
-        operands = list(zip(args[:2], func._schema.arguments[:2]))
-        scalar = cost.op_class == "elementwise" and any(a.dim() for a, _ in operands if isinstance(a, torch.Tensor)) and \
-            any((isinstance(a, (int, float)) and not isinstance(a, bool) and str(spec.type) == "Tensor")
-                or (isinstance(a, torch.Tensor) and a.dim() == 0) for a, spec in operands)
-        # two tensor operands of different shapes (``x * rsqrt(var)``, ``weight * x``): the
-        # iterator broadcasts them on every call, which costs its own (dispatch:torch-broadcast)
-        tensors = [a for a, _ in operands if isinstance(a, torch.Tensor) and a.dim()]
-        broadcast = cost.op_class == "elementwise" and not scalar and len(tensors) == 2 and bool(outputs) and any(
-            tuple(t.shape) != tuple(outputs[0].shape) for t in tensors)
-        # an operand that is a non-contiguous view (a query transposed to heads, a rotary half
-        # sliced from it): the kernel walks it by strides, not as one vector run (on a Xeon core a
-        # rotary add of two 4 x 32 x 32 tensors, one a transposed view, took 1.97 us, 1.02 with
-        # both contiguous). A cat with a non-contiguous input (a rotary embedding's halves
-        # ``x[..., d/2:]``, a ViT's patches transposed to tokens) leaves PyTorch's serial memcpy
-        # kernel, which takes contiguous inputs only, for a strided copy per input (``cat_out_cpu``
-        # in ATen's TensorShape.cpp): on a Xeon core a cat of two 4 x 32 x 16 halves took 2.1 us, a
-        # KV append of about as many floats 1.4
-        walked = [a for a, _ in operands] if cost.op_class == "elementwise" else \
-            tensor_args if cost.shape.get("function") == "cat" else []
-        strided = any(isinstance(a, torch.Tensor) and a.numel() > 1 and not a.is_contiguous() for a in walked)
         self.record(name, str(func), cost, reads, outputs or mutated, gather=cost.attrs.get("gather", False),
-                    written=(outputs + mutated) or None, inplace=bool(mutated), scalar_operand=scalar,
-                    strided=strided, broadcast=broadcast)
+                    written=(outputs + mutated) or None, inplace=bool(mutated),
+                    marks=operand_marks(cost, func, args, tensor_args, outputs))
         return out
 
     def quiet(self) -> "_Quiet":

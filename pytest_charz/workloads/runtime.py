@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import check_non_negative
-from ..models.opclass_costs import MODULE_CALL, MODULE_COLD, module_calls_s, operand_variant_base
+from ..models.opclass_costs import MODULE_CALL, MODULE_COLD, module_calls_s, variant_dispatch
 
 if TYPE_CHECKING:
     from ..models.ceilings import Ceilings
@@ -150,12 +150,12 @@ class Runtime:
         return not self.asynchronous and not self.graph_replay
 
     def op_dispatch_s(self, framework: str, module_calls: float = 0.0) -> float:
-        """The host dispatch of an op of ``framework`` (its figure, else its bare framework's for an
-        operand variant, a scalar's or a broadcast's, else ``dispatch_s``); an op of module code (``torch-module``) also
+        """The host dispatch of an op of ``framework`` (its figure, else for an operand variant the
+        figure of the one it refines, else ``dispatch_s``); an op of module code (``torch-module``) also
         pays each ``nn.Module`` call it begins (``module_calls``) at the measured
         ``torch-module-call`` figure, where the profile has one."""
         figures = dict(self.framework_dispatch)
-        found = figures.get(framework, figures.get(operand_variant_base(framework) or framework))
+        found = variant_dispatch(framework, figures.get)[1]
         if found is None:
             return self.dispatch_s
         # the op's own dispatch, part of its time alone, runs longer in model code as its kernel does
