@@ -91,5 +91,8 @@ def _dispatch_note(framework: str) -> str:
         return "per op of eager nn.Module code (two small transformer blocks), views and module calls included"
     if framework.endswith("-broadcast"):
         return f"one {framework.removesuffix('-broadcast')} op of two operands of different shapes (broadcast)"
+    if framework.endswith("-scalar-uncast"):
+        return (f"one {framework.removesuffix('-scalar-uncast')} op on a one-element int64 operand and a Python int "
+                "(wrapped, not cast)")
     suffix = " and a Python scalar" if framework.endswith("-scalar") else ""
     return f"one {framework.removesuffix('-scalar')} op on a one-element operand{suffix}"
