@@ -370,7 +370,7 @@ def test_an_elementwise_op_on_a_strided_view_is_marked_and_calibrated_apart() ->
     # failure kind: a rotary embedding's mul and add on a query transposed to heads were priced as
     # contiguous adds: replayed 1.7-2.0 us on a Xeon core against 1.0 for the same ops on
     # contiguous tensors, +85-100% under their prediction
-    from pytest_charz.calibration.class_keys import class_key, fallback_keys
+    from pytest_charz.calibration.class_keys import class_key, fallback_keys, fitted_keys
 
     class Rotary(torch.nn.Module):
         def forward(self, x: torch.Tensor, cos: torch.Tensor) -> torch.Tensor:
@@ -384,6 +384,11 @@ def test_an_elementwise_op_on_a_strided_view_is_marked_and_calibrated_apart() ->
     marks = {op.source.split(".")[1]: bool(op.work.shape.get("strided")) for op in graph.ops
              if op.op_class == "elementwise"}
     assert marks == {"mul": True, "add": False, "neg": False}
+    neg = next(op.work for op in graph.ops if op.source.split(".")[1] == "neg")
+    assert neg.shape.get("view") == 1 and class_key(neg) == "elementwise.view:fp32"
+    # its own cases only; a calibration without them prices it as the contiguous class
+    assert fitted_keys(neg) == ("elementwise.view:fp32",)
+    assert fallback_keys(neg) == ("elementwise.view:fp32", "elementwise:fp32", "elementwise")
     strided = next(op.work for op in graph.ops if op.work.shape.get("strided"))
     plain = next(op.work for op in graph.ops if op.source.split(".")[1] == "add")
     assert class_key(strided) == "elementwise.strided:fp32" and class_key(plain) == "elementwise:fp32"

@@ -55,6 +55,11 @@ FUNCTION_CLASSES = {"reduction": frozenset({"mean"}), "copy": frozenset({"cat"})
 #: 1.4; pooled on one curve, a captured Llama's rotary cats read +32% (a decode step's) to +74%
 #: (a prefill's) and its KV appends -19%.
 STRIDED_CLASSES = frozenset({"elementwise", "copy.cat"})
+#: An elementwise op whose one tensor operand is a non-contiguous view (``shape["view"]``: a
+#: rotary half's neg) is ``elementwise.view``: its output follows the view's rows, so it is neither
+#: a contiguous op (a large one pays for its rows: 17.5 against 11.6 us for 8 x 256 x 64 floats on
+#: a Xeon core) nor a strided one of two layouts (a small one costs about a contiguous op: 0.85
+#: against 0.73 us, the strided add 1.90).
 
 
 def class_key(work: "Work") -> str:
@@ -72,7 +77,8 @@ def class_key(work: "Work") -> str:
     sizes (32x128x512: 37 us as ``a @ b``, 72 us as ``F.linear`` on one Xeon core). An elementwise
     op with a non-contiguous view as an operand (``shape["strided"]``) is ``elementwise.strided``:
     the kernel walks the view by strides (a rotary add of 4 x 32 x 32 floats with a transposed
-    query took 1.97 us on a Xeon core, 1.02 contiguous). A NumPy work's
+    query took 1.97 us on a Xeon core, 1.02 contiguous); one whose one tensor operand is such a
+    view (``shape["view"]``) is ``elementwise.view``. A NumPy work's
     op class carries ``@numpy`` (``copy@numpy:fp32``). A factory or fill (``shape["fill"]``) is
     ``elementwise.fill`` (:data:`OWN_KERNEL_CLASSES`); a cat with a non-contiguous input is
     ``copy.cat.strided`` (:data:`STRIDED_CLASSES`); a convolution whose stride is its kernel
@@ -101,6 +107,8 @@ def _keyed_class(work: "Work", variant: bool = True) -> str:
             op_class = f"{op_class}.linear"
     if variant and op_class in STRIDED_CLASSES and work.shape.get("strided"):
         op_class = f"{op_class}.strided"
+    elif variant and op_class == "elementwise" and work.shape.get("view"):
+        op_class = f"{op_class}.view"
     return op_class
 
 
@@ -144,10 +152,13 @@ def fallback_keys(work: "Work") -> tuple[str, ...]:
 #: * ``copy.cat.strided``: a cat with a non-contiguous input (:data:`STRIDED_CLASSES`), copied
 #:   by strides per input; pooled, its cases would raise the contiguous cats' curve.
 #:
+#: * ``elementwise.view``: a unary op on a non-contiguous view, walked by its rows; pooled, its
+#:   large cases would raise the contiguous curve.
+#:
 #: Such an op of a calibration without these cases is still looked up under its class's keys
 #: (:func:`lookup_keys`), and none of their cases sets a memory level's bandwidth.
-OWN_KERNEL_CLASSES = frozenset({"attention.math", "elementwise.strided", "elementwise.fill", "conv.patch",
-                                "copy.cat.strided"})
+OWN_KERNEL_CLASSES = frozenset({"attention.math", "elementwise.strided", "elementwise.view", "elementwise.fill",
+                                "conv.patch", "copy.cat.strided"})
 
 
 def runs_own_kernel(work: "Work") -> bool:

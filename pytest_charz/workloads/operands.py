@@ -16,14 +16,17 @@ carries in its shape, read by the op-class model's dispatch figures
 * ``strided``: a non-contiguous view beside another tensor operand (a query transposed to heads
   times its rotary cos): the iterator walks the two in different orders, row by row, not as one
   vector run (on a Xeon core a rotary add of two 4 x 32 x 32 tensors, one a transposed view, took
-  1.97 us, 1.02 with both contiguous). A unary op on a view (a rotary half's ``neg``) is not: its
-  output follows the view's rows, and it cost about a contiguous op (a neg of 4 x 32 x 16 floats
-  sliced from rows of 32: 0.85 us, 0.73 contiguous; priced on the strided adds, a captured
-  Llama's read -24..-32%). A ``cat`` with a non-contiguous input (a rotary embedding's halves
+  1.97 us, 1.02 with both contiguous). A ``cat`` with a non-contiguous input (a rotary embedding's halves
   ``x[..., d/2:]``, a ViT's patches transposed to tokens) leaves PyTorch's serial memcpy kernel,
   which takes contiguous inputs only, for a strided copy per input (``cat_out_cpu`` in ATen's
   ``TensorShape.cpp``): on a Xeon core a cat of two 4 x 32 x 16 halves took 2.1 us, a KV append of
   about as many floats 1.4.
+* ``view``: an elementwise op's one tensor operand is a non-contiguous view (a rotary half's
+  ``neg``, ``-x[..., d/2:]``): its output follows the view's rows, so a small one costs about a
+  contiguous op (a neg of 4 x 32 x 16 floats sliced from rows of 32: 0.85 us on a Xeon core,
+  0.73 contiguous, where the strided add of that size took 1.90 against 1.10), a large one pays
+  for its rows (8 x 256 x 64: 17.5 against 11.6 us). Priced on the strided adds, a captured
+  Llama's negs read -24..-32%; they are calibrated on cases of their own (``elementwise.view``).
 """
 from __future__ import annotations
 
@@ -65,6 +68,8 @@ def operand_marks(cost: AtenCost, func: Any, args: Sequence[Any], tensor_args: S
             tuple(t.shape) != tuple(outputs[0].shape) for t in tensors):
         marks["broadcast"] = 1
     walked = [a for a in tensors if a.numel() > 1]
+    if elementwise and len(walked) == 1 and not walked[0].is_contiguous():
+        marks["view"] = 1
     if not elementwise or len(walked) < 2:
         walked = list(tensor_args) if cost.shape.get("function") == "cat" else []
     if any(a.numel() > 1 and not a.is_contiguous() for a in walked):
