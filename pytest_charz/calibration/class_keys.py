@@ -47,19 +47,21 @@ def _framework_suffix(work: "Work") -> str:
 #:   PyTorch's fused kernels do not take (they need 4-D), so it runs the math backend (the scale,
 #:   a bmm, a softmax, a bmm): 244 us for 4 heads of 128 x 64 on one Xeon core, 136 us fused.
 FUNCTION_CLASSES = {"reduction": frozenset({"mean"}), "copy": frozenset({"cat"}), "attention": frozenset({"math"})}
-#: Keyed classes with a key of their own for a non-contiguous operand (``shape["strided"]``,
-#: ``<class>.strided``): an elementwise op walks the view by strides; a cat is not taken by
-#: PyTorch's serial memcpy kernel (it takes contiguous inputs only: ``cat_out_cpu`` in ATen's
-#: TensorShape.cpp), so it copies each input by strides: on a Xeon core a rotary embedding's cat
-#: of two 4 x 32 x 16 halves took 2.1 us, a KV cache append of about as many contiguous floats
-#: 1.4; pooled on one curve, a captured Llama's rotary cats read +32% (a decode step's) to +74%
-#: (a prefill's) and its KV appends -19%.
-STRIDED_CLASSES = frozenset({"elementwise", "copy.cat"})
-#: An elementwise op whose one tensor operand is a non-contiguous view (``shape["view"]``: a
-#: rotary half's neg) is ``elementwise.view``: its output follows the view's rows, so it is neither
-#: a contiguous op (a large one pays for its rows: 17.5 against 11.6 us for 8 x 256 x 64 floats on
-#: a Xeon core) nor a strided one of two layouts (a small one costs about a contiguous op: 0.85
-#: against 0.73 us, the strided add 1.90).
+#: Keyed classes with a key of their own per mark of a non-contiguous operand
+#: (:mod:`pytest_charz.workloads.operands`), ``<class>.<mark>``:
+#:
+#: * ``strided``: an elementwise op walks a view beside another operand by strides; a cat is not
+#:   taken by PyTorch's serial memcpy kernel (it takes contiguous inputs only: ``cat_out_cpu`` in
+#:   ATen's TensorShape.cpp), so it copies each input by strides: on a Xeon core a rotary
+#:   embedding's cat of two 4 x 32 x 16 halves took 2.1 us, a KV cache append of about as many
+#:   contiguous floats 1.4; pooled on one curve, a captured Llama's rotary cats read +32% (a decode
+#:   step's) to +74% (a prefill's) and its KV appends -19%.
+#: * ``view``: an elementwise op whose one tensor operand is a non-contiguous view (a rotary half's
+#:   neg): its output follows the view's rows, so it is neither a contiguous op (a large one pays
+#:   for its rows: 17.5 against 11.6 us for 8 x 256 x 64 floats on a Xeon core) nor a strided one
+#:   of two layouts (a small one costs about a contiguous op: 0.85 against 0.73 us, the strided
+#:   add 1.90).
+OPERAND_CLASSES = {"strided": frozenset({"elementwise", "copy.cat"}), "view": frozenset({"elementwise"})}
 
 
 def class_key(work: "Work") -> str:
@@ -81,14 +83,14 @@ def class_key(work: "Work") -> str:
     view (``shape["view"]``) is ``elementwise.view``. A NumPy work's
     op class carries ``@numpy`` (``copy@numpy:fp32``). A factory or fill (``shape["fill"]``) is
     ``elementwise.fill`` (:data:`OWN_KERNEL_CLASSES`); a cat with a non-contiguous input is
-    ``copy.cat.strided`` (:data:`STRIDED_CLASSES`); a convolution whose stride is its kernel
+    ``copy.cat.strided`` (:data:`OPERAND_CLASSES`); a convolution whose stride is its kernel
     (``shape["patch"]``: a ViT's patch embedding) is ``conv.patch``."""
     return f"{_keyed_class(work)}{_framework_suffix(work)}:{work_dtype(work)}"
 
 
 def _keyed_class(work: "Work", variant: bool = True) -> str:
     """The op class part of :func:`class_key` (``variant=False``: a linear layer's as its shape's,
-    an op on a strided view as one on contiguous operands: :data:`STRIDED_CLASSES`)."""
+    an op on a non-contiguous view as one on contiguous operands: :data:`OPERAND_CLASSES`)."""
     op_class = op_class_of(work)
     function = work.shape.get("function")
     if op_class == "transcendental" and isinstance(function, str) and function:
@@ -105,10 +107,11 @@ def _keyed_class(work: "Work", variant: bool = True) -> str:
             op_class = f"{op_class}.skinny"
         if variant and work.shape.get("linear"):
             op_class = f"{op_class}.linear"
-    if variant and op_class in STRIDED_CLASSES and work.shape.get("strided"):
-        op_class = f"{op_class}.strided"
-    elif variant and op_class == "elementwise" and work.shape.get("view"):
-        op_class = f"{op_class}.view"
+    if variant:
+        mark = next((mark for mark, classes in OPERAND_CLASSES.items()
+                     if op_class in classes and work.shape.get(mark)), None)
+        if mark:
+            op_class = f"{op_class}.{mark}"
     return op_class
 
 
@@ -149,7 +152,7 @@ def fallback_keys(work: "Work") -> tuple[str, ...]:
 #:   convolutions of 16-32 channels ran at 130-150 GFLOP/s. Priced on the 3 x 3 curve, a
 #:   captured ViT's patch embedding read +208%.
 #:
-#: * ``copy.cat.strided``: a cat with a non-contiguous input (:data:`STRIDED_CLASSES`), copied
+#: * ``copy.cat.strided``: a cat with a non-contiguous input (:data:`OPERAND_CLASSES`), copied
 #:   by strides per input; pooled, its cases would raise the contiguous cats' curve.
 #:
 #: * ``elementwise.view``: a unary op on a non-contiguous view, walked by its rows; pooled, its

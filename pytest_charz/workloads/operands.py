@@ -67,11 +67,9 @@ def operand_marks(cost: AtenCost, func: Any, args: Sequence[Any], tensor_args: S
     elif elementwise and len(tensors) == 2 and outputs and any(
             tuple(t.shape) != tuple(outputs[0].shape) for t in tensors):
         marks["broadcast"] = 1
-    walked = [a for a in tensors if a.numel() > 1]
-    if elementwise and len(walked) == 1 and not walked[0].is_contiguous():
-        marks["view"] = 1
-    if not elementwise or len(walked) < 2:
-        walked = list(tensor_args) if cost.shape.get("function") == "cat" else []
-    if any(a.numel() > 1 and not a.is_contiguous() for a in walked):
-        marks["strided"] = 1
+    walked = tensors if elementwise else tensor_args if cost.shape.get("function") == "cat" else []
+    walked = [a for a in walked if a.numel() > 1]
+    if any(not a.is_contiguous() for a in walked):
+        # one elementwise operand walks its own rows; two walk in each other's orders
+        marks["view" if elementwise and len(walked) == 1 else "strided"] = 1
     return marks
