@@ -326,7 +326,7 @@ def test_a_mean_over_rows_is_calibrated_apart_from_a_sum_to_a_scalar() -> None:
     # capture without the suite's row cases falls back to the reductions' key.
     import torch
 
-    from pytest_charz.calibration.class_keys import fallback_keys
+    from pytest_charz.calibration.class_keys import fallback_keys, fitted_keys
     from pytest_charz.workloads.aten_costs import aten_cost
 
     x = torch.randn(2, 64)
@@ -340,6 +340,15 @@ def test_a_mean_over_rows_is_calibrated_apart_from_a_sum_to_a_scalar() -> None:
     assert over_rows.shape["function"] == "mean" and over_rows.shape["outputs"] == 2.0
     assert class_key(row_work) == "reduction.mean:fp32" and class_key(sum_work) == "reduction:fp32"
     assert fallback_keys(row_work)[1:] == ("reduction:fp32", "reduction")
+    # a sum over a dimension keeps its outputs as the mean does, without the division (1.12 us
+    # for a 128-float row, the mean 2.52, the sum to a scalar 0.99): a key of its own, fitted
+    # into the reductions' keys as well, so a calibration without its cases still prices it
+    summed = aten_cost(torch.ops.aten.sum.dim_IntList, (x, [-1], True), {}, [x], [x.sum(-1, keepdim=True)])
+    assert summed is not None and summed.shape["function"] == "sum"
+    summed_work = Work(flops={"fp32": summed.flops}, bytes=8.0 * 128, op=summed.op_class,
+                       shape={**summed.shape, "dtype": "fp32"})
+    assert class_key(summed_work) == "reduction.sum:fp32"
+    assert fitted_keys(summed_work) == ("reduction.sum:fp32", "reduction:fp32", "reduction")
 
 
 def test_an_unbatched_attention_runs_the_math_backend_and_is_calibrated_apart() -> None:

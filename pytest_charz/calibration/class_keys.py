@@ -41,12 +41,16 @@ def _framework_suffix(work: "Work") -> str:
 #: * ``reduction.mean``: a ``mean(-1, keepdim=True)`` of 128 floats took 9.0 us where a ``sum``
 #:   of them took 4.0 and an ``add`` 2.9 (PyTorch 2.13 on one thread of a Xeon guest); a norm's
 #:   ``pow(2).mean(-1, keepdim=True)`` is one in every layer of a captured Llama;
+#: * ``reduction.sum``: a ``sum`` over a dimension (``sum(-1, keepdim=True)``), a reduction with
+#:   kept outputs but no division: 1.12 us for one 128-float row where the ``mean`` took 2.52 and
+#:   a ``sum`` of the row to one number 0.99 (one Xeon core); a captured Mixtral router's sum of
+#:   its two routing weights replayed at 1.16 us, priced 2.46 on the line the means set;
 #: * ``copy.cat``: a ``cat`` of a decode step's few hundred bytes took 6-15 us replayed on the Zen
 #:   3 guest, where the copy class (a ``clone``) keeps 3 us of fixed cost;
 #: * ``attention.math``: ``scaled_dot_product_attention`` of 3-D query, key and value, which
 #:   PyTorch's fused kernels do not take (they need 4-D), so it runs the math backend (the scale,
 #:   a bmm, a softmax, a bmm): 244 us for 4 heads of 128 x 64 on one Xeon core, 136 us fused.
-FUNCTION_CLASSES = {"reduction": frozenset({"mean"}), "copy": frozenset({"cat"}), "attention": frozenset({"math"})}
+FUNCTION_CLASSES = {"reduction": frozenset({"mean", "sum"}), "copy": frozenset({"cat"}), "attention": frozenset({"math"})}
 #: Keyed classes with a key of their own per mark of a non-contiguous operand
 #: (:mod:`pytest_charz.workloads.operands`), ``<class>.<mark>``:
 #:
