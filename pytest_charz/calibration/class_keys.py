@@ -73,7 +73,7 @@ def class_key(work: "Work") -> str:
     names its function (``shape["function"]``: ``exp``, ``tanh``...) is ``transcendental.<function>``,
     since each function's math costs its own (``tanh`` ran 2.7x slower per element than ``exp``
     on the development VMs); an op of :data:`FUNCTION_CLASSES` (``reduction.mean``,
-    ``copy.cat``) is one too; a GEMM with m or n of at most
+    ``reduction.sum``, ``copy.cat``) is one too; a GEMM with m or n of at most
     ``SKINNY_DIM`` is ``gemm.skinny``: the
     library runs it on other kernels than a square product, and its efficiency does not follow
     the square GEMMs' curve over FLOPs (on the Zen 4 guest a 16x1024x2048 product reached 64
