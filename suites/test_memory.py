@@ -361,12 +361,12 @@ def _check_gpu_stream(cp: Any, kernels: Any, kernel: str, a: Any, b: Any, c: Any
 def test_stream_gpu(charz: Any, device: Any, size_plan: Any, gpu_kernels: Any, gpu_stream_kernel: str) -> None:
     import cupy as cp
 
-    from pytest_charz.kernels.gpu import DEFAULT_THREADS_PER_BLOCK, stream_bytes
+    from pytest_charz.kernels.gpu import DEFAULT_THREADS_PER_BLOCK, stream_bytes, stream_grid
 
     kernel = gpu_stream_kernel
     array_bytes = stream_array_bytes(size_plan)
     n = array_bytes // 8
-    blocks = gpu_kernels.grid(kernel, device.sm_count)
+    blocks = stream_grid(n)     # one double2 per thread, as BabelStream launches it
     with device.on_stream():
         a, b, c = _gpu_arrays(cp, charz.rng, n, 3)
         _check_gpu_stream(cp, gpu_kernels, kernel, a, b, c, blocks, charz.rng)

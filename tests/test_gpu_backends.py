@@ -343,6 +343,8 @@ def test_cuda_device_times_the_batch_between_events_on_its_stream(nvml: types.Mo
     assert calls == [device.stream] * 4                 # the work ran on the device's stream
     assert cp.log[-4:] == ["device.synchronize", "record(device stream)", "record(device stream)", "event.synchronize"]
     assert "stream(non_blocking=True)" in cp.log
+    # no kernel module here (the fake has no RawModule): timed without the hold, and it says why
+    assert "RawModule" in (device.hold_unavailable or "")
     # The case's Work comes with the batch (the sampler always passes it); a real GPU runs fn
     # and times it with events all the same.
     calls.clear()
@@ -351,6 +353,32 @@ def test_cuda_device_times_the_batch_between_events_on_its_stream(nvml: types.Mo
     assert calls == [device.stream] * 3
     with pytest.raises(UsageError):
         device.time_batch(lambda: None, inner=0)
+    device.close()
+
+
+def test_cuda_batch_starts_behind_the_hold_kernel(nvml: types.ModuleType, cuda_device_factory) -> None:
+    from pytest_charz.devices.cuda import BATCH_HOLD_S
+
+    cp = FakeCupy(elapsed_ms=2.5)
+
+    class Module:                       # CuPy's RawModule: every kernel logs its launch
+        def __init__(self, code: str, options: tuple[str, ...]) -> None:
+            assert 'void hold(' in code
+
+        def get_function(self, name: str) -> Any:
+            def launch(grid: tuple[int], block: tuple[int], args: tuple[Any, ...]) -> None:
+                where = "device stream" if cp.current_stream is cp.stream else "other"
+                cp.log.append(f"{name}{grid}{block}({', '.join(str(int(a)) for a in args)}) on {where}")
+            return launch
+
+    cp.RawModule = Module
+    device = cuda_device_factory(index=0, cupy=cp)
+    cycles = int(BATCH_HOLD_S * 1e6 * device.expected_sm_clock_mhz)
+    assert device.time_batch(lambda: cp.log.append("call"), inner=2) == pytest.approx(2.5e-3)
+    # the stream is held busy, then the start event queues behind the hold and the calls behind it
+    assert cp.log[-7:] == ["device.synchronize", f"hold(1,)(1,)({cycles}) on device stream", "record(device stream)",
+                           "call", "call", "record(device stream)", "event.synchronize"]
+    assert device.hold_unavailable is None
     device.close()
 
 
@@ -598,7 +626,7 @@ def test_sysfs_pci_device_id(tmp_path: Path) -> None:
 def test_every_kernel_name_is_defined_in_the_source() -> None:
     text = gpu.source()
     for name in gpu.KERNEL_NAMES:
-        assert re.search(rf'extern "C" __global__ void (CHARZ_BOUNDS )?{name}\(', text), name
+        assert re.search(rf'extern "C" __global__ void (CHARZ_(STREAM_)?BOUNDS )?{name}\(', text), name
     assert gpu.fma_chains() == 8
 
 
@@ -643,6 +671,9 @@ def test_kernel_grids_follow_the_occupancy_the_driver_reports() -> None:
     assert kernels.grid("fp64", 132) == 132 * 8           # never more than the default 8
     assert kernels.grid("triad", 132, 0.5) == 132 * 3     # half for each of two co-running kernels
     assert asked[0] == ("ptr-triad", 256, 0)
+    # CuPy's RawKernel keeps the driver's function as ``kernel``: its pointer is the one asked
+    kernels.functions["stream_triad"] = types.SimpleNamespace(kernel=types.SimpleNamespace(ptr="ptr-triad"))
+    assert kernels.grid("triad", 58) == 58 * 6
     kernels._cp = types.SimpleNamespace()                 # no occupancy call: the default
     assert kernels.grid("stream_triad", 10) == 80
     with pytest.raises(UsageError):
@@ -653,8 +684,14 @@ def test_kernel_source_bounds_match_the_launch_defaults() -> None:
     text = gpu.source()
     assert re.search(rf"#define CHARZ_BLOCK_THREADS {gpu.DEFAULT_THREADS_PER_BLOCK}\b", text)
     assert re.search(rf"#define CHARZ_BLOCKS_PER_SM {gpu.DEFAULT_BLOCKS_PER_SM}\b", text)
-    for name in (*gpu.FMA_KERNELS.values(), *gpu.STREAM_KERNELS.values(), "copy_passes"):
+    for name in (*gpu.FMA_KERNELS.values(), "copy_passes"):
         assert f"CHARZ_BOUNDS {name}(" in text
+    # the STREAM kernels ask no minimum of resident blocks (so add and triad do not spill): the
+    # main-memory case covers the arrays with one double2 per thread
+    for name in gpu.STREAM_KERNELS.values():
+        assert f"CHARZ_STREAM_BOUNDS {name}(" in text
+    assert gpu.stream_grid(2 * 256 * 1000) == 1000 and gpu.stream_grid(2 * 256 * 1000 + 2) == 1001
+    assert gpu.stream_grid(1) == 1
     with pytest.raises(UsageError):
         gpu.fma_flops("int8", 1, 1)
 

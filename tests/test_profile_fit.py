@@ -177,6 +177,18 @@ def test_link_figures_take_bandwidth_from_the_largest_transfers():
     assert (exact.latency_s, exact.bandwidth_bytes_per_s) == (pytest.approx(2e-6), pytest.approx(25e9))
 
 
+def test_link_bandwidth_ignores_large_transfers_that_are_mostly_latency():
+    # an H200's device-to-device copies (run of the GPU check): the 16 MiB copy took 7.1 us, the
+    # fitted latency is 5.6 us; counted, it read 11.6 TB/s and the median of the two 6.8 TB/s
+    sizes = [4 * KIB, 64 * KIB, MIB, 16 * MIB, 256 * MIB]
+    rates = [0.620e9, 10.19e9, 164.2e9, 2365e9, 1938e9]
+    link = link_figures(sizes, [s / r for s, r in zip(sizes, rates)])
+    assert link.latency_s == pytest.approx(5.65e-6, rel=0.02)
+    assert link.large_transfers == 1
+    assert link.bandwidth_bytes_per_s == pytest.approx(256 * MIB / (256 * MIB / 1938e9 - link.latency_s))
+    assert link.bandwidth_bytes_per_s < 2.1e12
+
+
 def test_link_figures_with_one_size_or_flat_times():
     one = link_figures([1e6, 1e6], [1e-4, 2e-4])
     assert one.latency_s is None and one.fit is None and one.bandwidth_bytes_per_s == pytest.approx(1e10)

@@ -142,7 +142,9 @@ def measured_ceilings(cases: Sequence[Observation], spec: Ceilings) -> Ceilings:
         if len(work.transfers) == 1 and not work.flops and not work.bytes:
             (kind, moved), = work.transfers.items()
             links.setdefault(kind, []).append((moved, time_s))
-        if work.launches and not work.flops and not work.bytes and not work.transfers:
+        # a launch with no work of any kind (a chase's loads are work: an H200's chase cases, a
+        # millisecond each, once set its launch overhead at 1.15 ms)
+        if work.launches and not work.flops and not work.bytes and not work.transfers and not work.accesses:
             launches.append(time_s / work.launches)
         if work.accesses and "working_set_bytes" in work.shape:
             try:

@@ -23,7 +23,7 @@ FMA_KERNELS = {"fp64": "fma_fp64", "fp32": "fma_fp32", "fp16": "fma_fp16x2"}
 STREAM_KERNELS = {"copy": "stream_copy", "scale": "stream_scale", "add": "stream_add",
                   "triad": "stream_triad"}
 KERNEL_NAMES: tuple[str, ...] = (*FMA_KERNELS.values(), *STREAM_KERNELS.values(),
-                                 "copy_passes", "pointer_chase", "empty_kernel")
+                                 "copy_passes", "pointer_chase", "empty_kernel", "hold")
 
 #: Kernel function of each short name a suite uses (``fp64`` FMA, ``triad``, ...).
 KERNEL_BY_NAME: dict[str, str] = {**FMA_KERNELS, **STREAM_KERNELS}
@@ -124,6 +124,13 @@ def fill_grid(sm_count: int, blocks_per_sm: int = DEFAULT_BLOCKS_PER_SM) -> int:
     return _check_count("sm_count", sm_count, 1) * _check_count("blocks_per_sm", blocks_per_sm, 1)
 
 
+def stream_grid(n: int, threads_per_block: int = DEFAULT_THREADS_PER_BLOCK) -> int:
+    """Blocks that give each thread one double2 of a STREAM kernel over ``n`` doubles (at least
+    one block): the grid that covers the arrays, as BabelStream launches its kernels."""
+    pairs = _check_count("n", n) // 2
+    return max(1, -(-pairs // _check_count("threads_per_block", threads_per_block, 1)))
+
+
 def build_chase_permutation(slots: int, stride_elements: int = 1, seed: int = 0) -> np.ndarray:
     """A ``uint32`` array whose slots (every ``stride_elements``-th element) form one cycle.
 
@@ -157,8 +164,11 @@ class GpuKernels:
         this kernel's registers on this device), at most ``DEFAULT_BLOCKS_PER_SM``; that default
         where the driver cannot be asked."""
         try:
+            function = self.functions[name]
+            # CuPy's RawKernel holds the driver's function as ``kernel``
+            pointer = getattr(function, "kernel", function).ptr
             resident = int(self._cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
-                self.functions[name].ptr, threads_per_block, 0))
+                pointer, threads_per_block, 0))
         except Exception:   # an old CuPy, or a HIP build without the call
             return DEFAULT_BLOCKS_PER_SM
         return max(1, min(resident, DEFAULT_BLOCKS_PER_SM))
@@ -188,10 +198,12 @@ class GpuKernels:
             (out, np.int32(iters), np.int32(1 if store else 0), scalar(mul), scalar(add)))
         return fma_work(dtype, blocks, threads_per_block, iters)
 
-    def stream(self, op: str, a: Any, b: Any, c: Any, *, scalar: float = 3.0, blocks: int,
+    def stream(self, op: str, a: Any, b: Any, c: Any, *, scalar: float = 3.0, blocks: int | None = None,
                threads_per_block: int = DEFAULT_THREADS_PER_BLOCK) -> Work:
         """Launch STREAM ``op`` (copy: c = a; scale: b = s c; add: c = a + b; triad: a = b + s c)
-        on fp64 arrays of equal size, each 16-byte aligned. Returns the launch's work."""
+        on fp64 arrays of equal size, each 16-byte aligned, over ``blocks`` blocks (default: the
+        grid that covers the arrays, :func:`stream_grid`; fewer blocks loop over them). Returns
+        the launch's work."""
         check_choice("op", op, STREAM_KERNELS)
         n = int(a.size)
         for name, array in (("a", a), ("b", b), ("c", c)):
@@ -203,6 +215,8 @@ class GpuKernels:
         s = np.float64(scalar)
         args = {"copy": (a, c, count), "scale": (c, b, s, count), "add": (a, b, c, count),
                 "triad": (a, b, c, s, count)}[op]
+        if blocks is None:
+            blocks = stream_grid(n, threads_per_block)
         self.functions[STREAM_KERNELS[op]]((blocks,), (threads_per_block,), args)
         return stream_work(op, n)
 
@@ -225,6 +239,10 @@ class GpuKernels:
         :func:`build_chase_permutation`); the last index lands in ``out[0]``."""
         self.functions["pointer_chase"]((1,), (1,), (table, np.int64(steps), np.uint32(start), out))
         return chase_work(steps, int(table.nbytes))
+
+    def hold(self, cycles: int) -> None:
+        """Launch one thread that spins for ``cycles`` SM clock cycles (``hold`` in the source)."""
+        self.functions["hold"]((1,), (1,), (np.int64(_check_count("cycles", cycles)),))
 
     def empty(self) -> None:
         """Launch the empty kernel once (one block of one thread); nothing else, so that a loop
