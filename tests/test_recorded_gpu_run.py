@@ -1,10 +1,13 @@
-"""A recorded GPU run through ``charz profile`` and ``charz calibrate``.
+"""Recorded GPU runs through ``charz profile`` and ``charz calibrate``, and the GEMM model
+against their kernels.
 
 ``data/runs/nvidia-h200-sxm-gpu-check.run.json.gz`` is the run ``benchmarks/gpu_check.sh`` wrote
 on one NVIDIA H200 SXM (driver 580, CUDA 13.0, PyTorch 2.11, CuPy 14.2; the GPU suites in quick
-mode, 72 cases). Every expectation is a fact of that run or of the H200's spec, never of the host
-the tests run on. Each one failed on the code before the fix it names (design notes: "The GPU
-check on an H200").
+mode, 72 cases); ``nvidia-h200-sxm-full.run.json.gz`` the GPU suites in full on the same machine
+(138 cases: GEMMs of five sizes, the finer sweeps, GPT-2, Mistral-7B and ViT-B/16 at their full
+depth), minutes later. Every expectation is a fact of those runs or of the H200's spec, never of
+the host the tests run on. Each one about the quick run failed on the code before the fix it
+names (design notes: "The GPU check on an H200"). Nothing is fitted on either run.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import pytest
 from pytest_charz import cli
 
 RUN = Path(__file__).parent / "data" / "runs" / "nvidia-h200-sxm-gpu-check.run.json.gz"
+FULL_RUN = RUN.with_name("nvidia-h200-sxm-full.run.json.gz")
 
 
 @pytest.fixture(scope="module")
@@ -59,15 +63,64 @@ def test_a_device_copy_reads_no_faster_than_half_the_dram(recorded: dict[str, An
     assert 0.8 * d2d["spec"] < d2d["value"] <= d2d["spec"]
 
 
-def test_the_calibrated_launch_overhead_is_a_launch_cases_figure(recorded: dict[str, Any]) -> None:
-    # the chase cases (a millisecond of dependent loads each) once set it at 1.15 ms
+def test_the_calibrated_launch_overhead_is_the_profiles_launch(recorded: dict[str, Any]) -> None:
+    # the chase cases (a millisecond of dependent loads each) once set it at 1.15 ms, and then the
+    # median of the launch and dispatch cases (3.9 us, a launch from Python) against the
+    # profile's 0.70 us
     per_launch = [c["measurement"]["median_s"] / c["work"]["launches"]
-                  for c in recorded["run"]["cases"] if c["work"].get("op") in ("launch", "dispatch")]
+                  for c in recorded["run"]["cases"] if c["work"].get("op") == "launch"]
     launch = recorded["calibration"]["ceilings"]["launch_overhead_s"]["value"]
-    assert min(per_launch) <= launch <= max(per_launch) < 20e-6
+    assert launch == pytest.approx(min(per_launch)) == pytest.approx(_ceiling(recorded["profile"], "launch")["value"])
+    assert launch < 1e-6
 
 
 def test_every_case_recorded_nvml_energy(recorded: dict[str, Any]) -> None:
     cases = recorded["run"]["cases"]
     assert len(cases) == 72
     assert all(c["energy"]["source"] == "nvml" and c["energy"]["missing"] is None for c in cases)
+
+
+def _gemm_kernels(phase: str) -> list[tuple[dict[str, Any], float, float]]:
+    """(shape, kernel seconds, spec-only prediction) of each GEMM of the full run's Llama-2-7B
+    ``phase``, its time as torch.profiler read it (the aten op's CUDA kernels)."""
+    from pytest_charz.models.opclass_costs import op_class_of
+    from pytest_charz.prediction import predict
+    from pytest_charz.run import load_run
+    from pytest_charz.validation.workloads import merge_workload_cases, op_work, split_runs
+
+    _, workloads = split_runs([load_run(str(FULL_RUN))])
+    case = next(c for c in merge_workload_cases(workloads) if f"llama-2-7b-{phase}" in c.record.id)
+    out = []
+    for op, time_s in zip(case.record.ops, case.op_times):
+        work = op_work(op.work, op.source)
+        if op_class_of(work) == "gemm":
+            out.append((dict(work.shape), time_s, predict(work, target="h200").time_s))
+    return out
+
+
+def test_the_full_runs_finer_chase_finds_the_l1(tmp_path: Path) -> None:
+    # the quick run's chase steps by 4x and read 512 KiB (its 256 KiB point between L1 and L2)
+    assert cli.main(["profile", str(FULL_RUN), "-o", str(tmp_path), "--name", "full"]) == 0
+    l1 = _ceiling(json.loads((tmp_path / "full.json").read_text(encoding="utf-8")), "capacity:l1")
+    assert 0.75 * l1["spec"] <= l1["value"] <= l1["spec"]
+
+
+def test_spec_only_gemms_price_a_real_h200s_prefill_and_decode() -> None:
+    # Llama-2-7B at 512 tokens, bf16, two layers: the prefill's GEMMs (m = 512) measured 24-65 us
+    # and read -3..-14% spec-only; the decode step's GEMVs of 64 MiB of weights or more (m = 1)
+    # -4..-16% and the LM head +2%
+    prefill = _gemm_kernels("prefill")
+    assert len(prefill) == 15 and all(shape["m"] == 512 for shape, _, _ in prefill)
+    assert all(-0.20 < predicted / measured - 1 < 0.05 for _, measured, predicted in prefill)
+    decode = [(s, m, p) for s, m, p in _gemm_kernels("decode") if 2 * s["n"] * s["k"] >= 64 * 2**20]
+    assert len(decode) == 7
+    assert all(-0.20 < predicted / measured - 1 < 0.10 for _, measured, predicted in decode)
+
+
+@pytest.mark.xfail(strict=True, reason="known gap: a 16-bit GEMM on Hopper pays about 4 us a call beyond its "
+                   "bytes (cuBLAS through PyTorch), which the spec-only model has no term for: the decode "
+                   "step's 32 MiB GEMVs read -42..-48% (design notes: \"GPU ops of real models on an H200\")")
+def test_spec_only_prices_a_32_mib_decode_gemv_within_20_percent() -> None:
+    small = [(s, m, p) for s, m, p in _gemm_kernels("decode") if 2 * s["n"] * s["k"] < 64 * 2**20]
+    assert len(small) == 8
+    assert all(abs(predicted / measured - 1) < 0.20 for _, measured, predicted in small)
