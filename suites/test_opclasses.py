@@ -106,6 +106,18 @@ TRANSPOSE = (64, 128, 256, 512, 1024, 2048)
 #: calls them (``emb.cos()``): priced on the pooled transcendental curve, a captured Llama's read
 #: -26% replayed.
 FUNCTIONS = ("tanh", "gelu", "sigmoid", "silu", "pow", "rsqrt", "cos", "sin")
+#: A mixture-of-experts layer's routing, as a decode step to a prefill has it (each a kernel of
+#: its own, calibrated apart: ``calibration.class_keys.FUNCTION_CLASSES``): the router's top-2 of
+#: (tokens, experts) logits, the count of tokens per expert (a histogram of the chosen expert ids
+#: as floats, one bin per expert) and its scan into int32 offsets (``cumsum(dtype=torch.int32)``),
+#: the sort of the chosen ids (int64, as the router's indices are), and a mask's scan into int64
+#: positions (a bool ``cumsum``). A model's scans cast as they go, which costs its own: on one Xeon
+#: core a captured Mixtral's 4-float scan to int32 replayed at 1.67 us where a float scan of 8
+#: took 1.05
+TOPK = ((1, 4), (1, 8), (4, 8), (16, 8), (64, 64), (256, 256))
+HISTC = ((4, 4), (32, 8), (256, 8), (4096, 64), (65536, 64))
+SCAN_ELEMENTS = (8, 32, 128, 1024, 16384)
+SORT_ELEMENTS = (8, 32, 128, 1024, 16384)
 
 
 def level_of(size_plan: Any, working_set_bytes: float) -> str:
@@ -125,6 +137,11 @@ def _cases() -> list[Any]:
     cases += [pytest.param(("reduction", (n,)), id=f"sum-{n}") for n in ELEMENTS]
     cases += [pytest.param(("reduction", (function, *rw)), id=f"{function}-rows-{rw[0]}x{rw[1]}")
               for function in ("mean", "sum") for rw in MEAN_ROWS]
+    cases += [pytest.param(("routing", ("topk", *tw)), id=f"topk2-{tw[0]}x{tw[1]}") for tw in TOPK]
+    cases += [pytest.param(("routing", ("histc", *nb)), id=f"histc-{nb[0]}x{nb[1]}bins") for nb in HISTC]
+    cases += [pytest.param(("routing", ("cumsum", n, dtype)), id=f"cumsum-{dtype}-{n}")
+              for dtype in ("fp32-int32", "bool-int64") for n in SCAN_ELEMENTS]
+    cases += [pytest.param(("routing", ("sort", n, "int64")), id=f"sort-int64-{n}") for n in SORT_ELEMENTS]
     cases += [pytest.param(("copy", (n,)), id=f"copy-{n}") for n in ELEMENTS]
     cases += [pytest.param(("cat", ("kv", *c)), id=f"cat-kv-{'x'.join(map(str, c))}") for c in CAT_KV]
     cases += [pytest.param(("cat", ("halves", *c)), id=f"cat-halves-{'x'.join(map(str, c))}") for c in CAT_HALVES]
@@ -209,6 +226,8 @@ def build(torch: Any, op_class: str, dims: tuple[Any, ...], rng: np.random.Gener
         return fn_rows, (lambda: close(fn_rows(), expected_rows, 1e-3)), work(
             rows * width, (rows * width + rows) * FP32, "reduction",
             {"elements": rows * width, "function": function, "outputs": rows, "rows": rows, "width": width})
+    if op_class == "routing":
+        return _routing(torch, dims, generator, close, work)
     if op_class == "strided":
         heads, tokens, d = dims
         n = heads * tokens * d
@@ -358,6 +377,57 @@ def build(torch: Any, op_class: str, dims: tuple[Any, ...], rng: np.random.Gener
     moved = 2 * rows * width * FP32 + 8 * rows
     return fn, lambda: close(fn(), table.numpy()[ids.numpy()]), work(0, moved, "embedding",
                                                                      {"rows": rows, "width": width})
+
+
+def _routing(torch: Any, dims: tuple[Any, ...], generator: Any, close: Callable[..., None],
+             work: Callable[..., Work]) -> tuple[Callable[[], Any], Callable[[], None], Work]:
+    """(call, check, Work) of a mixture-of-experts routing op (``TOPK``, ``HISTC``, ``SCAN_ELEMENTS``,
+    ``SORT_ELEMENTS``); its Work as the capture counts it (``workloads.aten_costs``): the input's
+    elements as FLOPs of a float input, inputs and outputs as bytes, the function named."""
+    function = dims[0]
+    if function == "topk":
+        rows, width = dims[1:]
+        x = torch.randn((rows, width), generator=generator)
+        fn: Callable[[], Any] = lambda: torch.topk(x, 2, dim=-1)  # noqa: E731
+        expected = np.sort(x.double().numpy(), axis=-1)[:, ::-1][:, :2]
+        # read x, write 2 values (fp32) and 2 indices (int64) per row
+        return fn, (lambda: close(fn().values, expected)), work(
+            rows * width, rows * width * FP32 + rows * 2 * (FP32 + 8), "reduction",
+            {"elements": rows * width, "function": "topk", "outputs": rows * 2})
+    if function == "histc":
+        n, bins = dims[1:]
+        ids = torch.randint(0, bins, (n,), generator=generator).float()
+        fn = lambda: torch.histc(ids, bins=bins, min=0, max=bins - 1)  # noqa: E731
+        expected = np.bincount(ids.numpy().astype(np.int64), minlength=bins).astype(np.float64)
+        # read the ids (as floats), write one count per bin
+        return fn, (lambda: close(fn(), expected)), work(n, (n + bins) * FP32, "reduction",
+                                                         {"elements": n, "function": "histc", "outputs": bins})
+    n, dtype = dims[1:]
+    if function == "cumsum":
+        if dtype == "fp32-int32":   # counts per expert, as histc gives them, to int32 offsets
+            values = torch.randint(0, 8, (n,), generator=generator).float()
+            fn = lambda: torch.cumsum(values, dim=0, dtype=torch.int32)  # noqa: E731
+            moved, dtype = n * (FP32 + 4), "fp32"
+        else:                        # a mask to int64 positions
+            values = torch.randint(0, 2, (n,), generator=generator).bool()
+            fn = lambda: values.cumsum(-1)  # noqa: E731
+            moved, dtype = n * (1 + 8), "int64"
+        expected = np.cumsum(values.double().numpy())
+        shape = {"elements": n, "function": "cumsum", "outputs": n}
+        op = "reduction"
+    else:
+        values = torch.randint(0, 64, (n,), generator=generator)
+        fn = lambda: values.sort()  # noqa: E731
+        expected = np.sort(values.double().numpy())
+        moved = n * 8 + n * (8 + 8)       # read the ids, write them sorted and their indices
+        shape = {"elements": n, "function": "sort"}
+        op = "other"
+    check = (lambda: close(fn()[0] if function == "sort" else fn(), expected, 1e-3))
+    if dtype == "fp32":         # a float input's elements count as FLOPs (aten_costs)
+        return fn, check, work(n, moved, op, shape)
+    # an integer op does no FLOPs the IR counts (aten_costs.NO_FLOP_DTYPES)
+    counted = work(0, moved, op, shape)
+    return fn, check, Work(bytes=dict(counted.bytes), launches=1, op=op, shape={**counted.shape, "dtype": dtype})
 
 
 #: Quick runs keep every case (``benchmarks/heldout_workloads.py`` calibrates on a quick run),

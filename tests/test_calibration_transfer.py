@@ -351,6 +351,35 @@ def test_a_mean_over_rows_is_calibrated_apart_from_a_sum_to_a_scalar() -> None:
     assert fitted_keys(summed_work) == ("reduction.sum:fp32", "reduction:fp32", "reduction")
 
 
+def test_a_routers_ops_have_keys_of_their_own() -> None:
+    # failure kind: a captured Mixtral's routing ops replayed on a Xeon core against their
+    # prediction: its sort of 4 token ids, an "other" op priced at the bare dispatch, +266..+290%;
+    # its histc of 2 floats, pooled with the sums, +93..+102%; its topk, called with dim=-1 (which
+    # the dispatcher drops as the default), had no function and was priced as a sum to one number
+    import torch
+
+    from pytest_charz.calibration.class_keys import class_key, fitted_keys
+    from pytest_charz.workloads.aten_costs import aten_cost
+
+    logits, ids = torch.randn(1, 4), torch.tensor([3, 1, 0, 3])
+    values, indices = logits.topk(2)
+    topk = aten_cost(torch.ops.aten.topk.default, (logits, 2), {}, [logits], [values, indices])
+    histc = aten_cost(torch.ops.aten.histc.default, (ids.float(),), {"bins": 4}, [ids.float()], [torch.zeros(4)])
+    ordered, order = ids.sort()
+    sort = aten_cost(torch.ops.aten.sort.default, (ids,), {}, [ids], [ordered, order])
+    assert topk is not None and histc is not None and sort is not None
+    keys = {}
+    for name, cost in (("topk", topk), ("histc", histc), ("sort", sort)):
+        assert cost.shape["function"] == name
+        work = Work(flops={"fp32": cost.flops} if cost.flops else None, bytes=64.0, op=cost.op_class,
+                    shape={**cost.shape, **({"dtype": "fp32"} if cost.flops else {})})
+        keys[name] = (class_key(work), fitted_keys(work))
+    assert keys["topk"] == ("reduction.topk:fp32", ("reduction.topk:fp32", "reduction:fp32", "reduction"))
+    assert keys["histc"][0] == "reduction.histc:fp32"
+    # the sort of int64 ids does no FLOPs the IR counts: every dtype's key
+    assert keys["sort"][0] == "other.sort:*"
+
+
 def test_an_unbatched_attention_runs_the_math_backend_and_is_calibrated_apart() -> None:
     # failure kind: a 3-D scaled_dot_product_attention, which PyTorch's fused kernels do not take,
     # was priced as a fused one: the held-out encoder layer's took 2.0x its prediction (276 us

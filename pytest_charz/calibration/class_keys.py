@@ -49,8 +49,15 @@ def _framework_suffix(work: "Work") -> str:
 #:   3 guest, where the copy class (a ``clone``) keeps 3 us of fixed cost;
 #: * ``attention.math``: ``scaled_dot_product_attention`` of 3-D query, key and value, which
 #:   PyTorch's fused kernels do not take (they need 4-D), so it runs the math backend (the scale,
-#:   a bmm, a softmax, a bmm): 244 us for 4 heads of 128 x 64 on one Xeon core, 136 us fused.
-FUNCTION_CLASSES = {"reduction": frozenset({"mean", "sum"}), "copy": frozenset({"cat"}), "attention": frozenset({"math"})}
+#:   a bmm, a softmax, a bmm): 244 us for 4 heads of 128 x 64 on one Xeon core, 136 us fused;
+#: * ``reduction.topk``, ``reduction.cumsum``, ``reduction.histc`` and ``other.sort``: a router's
+#:   top-k, an expert count's scan and histogram, the sort of the token ids, each a kernel of its
+#:   own (on one Xeon core: topk 2 of 8 x 8 floats 1.90 us, cumsum of 8 int32 1.48, sort of 8
+#:   floats 2.54, where a sum of 8 floats took 0.99); pooled with the sums, a captured Mixtral's
+#:   histc of 2 floats read +93..+102% replayed, and its sort, an "other" op priced at the bare
+#:   dispatch, +266..+290%.
+FUNCTION_CLASSES = {"reduction": frozenset({"mean", "sum", "topk", "cumsum", "histc"}), "copy": frozenset({"cat"}),
+                    "attention": frozenset({"math"}), "other": frozenset({"sort"})}
 #: Keyed classes with a key of their own per mark of a non-contiguous operand
 #: (:mod:`pytest_charz.workloads.operands`), ``<class>.<mark>``:
 #:
@@ -73,7 +80,8 @@ def class_key(work: "Work") -> str:
     names its function (``shape["function"]``: ``exp``, ``tanh``...) is ``transcendental.<function>``,
     since each function's math costs its own (``tanh`` ran 2.7x slower per element than ``exp``
     on the development VMs); an op of :data:`FUNCTION_CLASSES` (``reduction.mean``,
-    ``reduction.sum``, ``copy.cat``) is one too; a GEMM with m or n of at most
+    ``reduction.sum``, ``reduction.topk``, ``copy.cat``, ``other.sort``...) is one too; a GEMM
+    with m or n of at most
     ``SKINNY_DIM`` is ``gemm.skinny``: the
     library runs it on other kernels than a square product, and its efficiency does not follow
     the square GEMMs' curve over FLOPs (on the Zen 4 guest a 16x1024x2048 product reached 64

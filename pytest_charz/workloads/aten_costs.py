@@ -66,6 +66,9 @@ REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "max", "min", "prod", "va
                         "linalg_vector_norm", "norm", "argmax", "argmin", "logsumexp", "any", "all", "cumsum",
                         "cumprod", "topk", "nll_loss_forward", "nll_loss2d_forward", "aminmax", "count_nonzero",
                         "histc", "kthvalue", "median", "mode"})
+#: Reductions that run kernels of their own, not TensorIterator's reduction, whatever their dim:
+#: a top-k selection, a scan, a histogram. Their Work names the function (``shape["function"]``).
+OWN_KERNEL_REDUCTIONS = frozenset({"topk", "cumsum", "cumprod", "histc", "kthvalue", "median", "mode"})
 GATHERS = frozenset({"embedding", "index_select", "index", "gather", "take", "_embedding_bag"})
 SCATTERS = frozenset({"embedding_dense_backward", "index_add", "index_put", "_index_put_impl", "scatter",
                       "scatter_add", "scatter_reduce", "index_copy", "index_fill", "masked_scatter",
@@ -276,9 +279,10 @@ def aten_cost(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any], inputs:
     if name in REDUCTIONS:
         shape = {"elements": in_elems}
         dim = argument(func, args, kwargs, "dim", None)
-        if dim not in (None, [], ()):
-            # over a dimension (TensorIterator's reduction with kept outputs), not to one scalar:
-            # its function names a class key of its own where calibrated (class_keys.FUNCTION_CLASSES)
+        if dim not in (None, [], ()) or name in OWN_KERNEL_REDUCTIONS:
+            # over a dimension (TensorIterator's reduction with kept outputs), not to one scalar,
+            # or a reduction of a kernel of its own at any dim: its function names a class key of
+            # its own where calibrated (class_keys.FUNCTION_CLASSES)
             shape.update(function=name, outputs=out_elems)
         return AtenCost("reduction", float(_numel(in_shapes[0])) if in_shapes else in_elems, shape)
     if name in GATHERS:
@@ -301,7 +305,9 @@ def aten_cost(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any], inputs:
         # calibrated apart (calibration.class_keys: ``elementwise.fill``)
         return AtenCost("elementwise", 0.0, {**first_out, "fill": 1})
     if name in DATA_DEPENDENT or name in ("sort", "argsort", "multinomial"):
-        return AtenCost("other", 0.0, first_out, {"data_dependent": name in DATA_DEPENDENT})
+        # a sort names its function: a class key of its own where calibrated
+        named = {"function": name} if name in ("sort", "argsort") else {}
+        return AtenCost("other", 0.0, {**first_out, **named}, {"data_dependent": name in DATA_DEPENDENT})
     if name.startswith("_foreach_"):
         return AtenCost("elementwise", out_elems or in_elems, first_out, {"foreach": True})
     if not outputs:
