@@ -35,6 +35,7 @@ import argparse
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -234,14 +235,22 @@ def sim_end_to_end(runs: Sequence[str], calibration: str | None = None) -> None:
     from pytest_charz.sim.validate import score_runs
 
     loaded = [load_run(path) for path in runs]
-    scores = [s for s in score_runs(loaded[:1], build_profile(loaded, list(runs)), calibration)
-              if s.kind == "end-to-end"]
+    # every round's cases, each case's measured time the median over the rounds, as the op-class
+    # scoring takes it (one round's outlier, a ViT forward of 1.45 ms against 0.85-0.94 in every
+    # other round of three measurements, read -42.5% when the first round alone was scored)
+    by_case: dict[str, list[Any]] = {}
+    for score in score_runs(loaded, build_profile(loaded, list(runs)), calibration):
+        if score.kind == "end-to-end":
+            by_case.setdefault(score.id, []).append(score)
+    scores = [replace(rounds[0], measured_s=statistics.median(s.measured_s for s in rounds))
+              for rounds in by_case.values()]
     if not scores:
         print("\nsim:cpu: no workload case with timed ops in the runs")
         return
     median = statistics.median(abs(s.error or 0.0) for s in scores)
     priced = f"calibration {os.path.basename(calibration)}" if calibration else "uncalibrated"
-    print(f"\nsim:cpu end to end (profile of these runs, {priced}; simulated / measured - 1), first run's cases: n={len(scores)} "
+    print(f"\nsim:cpu end to end (profile of these runs, {priced}; simulated / measured - 1), each case's median over "
+          f"{len(loaded)} round(s): n={len(scores)} "
           f"median |error| {_pct(median)}: {'met' if median <= SIM_END_TO_END_MEDIAN else 'NOT met'} "
           f"(<= {100 * SIM_END_TO_END_MEDIAN:.0f}%)")
     for score in scores:
