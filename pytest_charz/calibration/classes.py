@@ -30,12 +30,10 @@ Outside the fitted range the prediction is **extrapolated**: the efficiency stay
 knot's, and the interval of the time that is not the op's dispatch (which the dispatch cases
 measure at any size) widens by ``EXTRAPOLATION_WIDENING`` in log space per decade outside, and
 the prediction's notes say so. Below the range a class of one dtype prices a small op on a
-line in kernel time instead (:func:`small_end`), with the op's own dispatch on top, undivided by
-the end knot's efficiency: where its smallest cases are mostly fixed cost, the line through them
-(their fixed cost and rate); else the line from nothing at no work, where the dispatch cases
-measured the op whole, to the smallest case. What is fixed is judged in the model's own kernel
-time, not the size. The line falls to what was measured (the fixed cost, or the dispatch), so its
-interval is not widened.
+line in kernel time instead (:func:`small_end`), the line through its two smallest cases (their
+fixed cost and rate), with the op's own dispatch on top, undivided by the end knot's efficiency.
+What is fixed is judged in the model's own kernel time, not the size. The line falls to that
+fixed cost, which the smallest cases measured, so its interval is not widened.
 """
 from __future__ import annotations
 
@@ -172,13 +170,6 @@ def lookup(classes: Mapping[str, ClassFit], work: "Work") -> ClassFit | None:
 Point = tuple["Work", float, float, str]
 
 
-#: The fixed cost of the line through a class's two smallest cases is taken as its small ops'
-#: cost only when it is at least this share of the smallest case's time: the smallest case is
-#: then mostly fixed cost, as a small op is; a line through two large cases (a STREAM-sized
-#: copy, two convolutions of 10 MFLOP) says nothing of what a small op costs, which is then priced
-#: on the line from nothing at no work to the smallest case (:func:`small_end`).
-SMALL_END_FIXED_SHARE = 0.5
-
 
 def small_end(table: EfficiencyTable, members: Sequence[Point],
               host_s: Mapping[int, float] | None = None) -> tuple[float, float] | None:
@@ -186,12 +177,11 @@ def small_end(table: EfficiencyTable, members: Sequence[Point],
     kernel time on both axes (the model's uncalibrated time and the measured time, each less the
     dispatch the model priced, ``host_s`` by the point's id), through the class's two sizes the
     model prices smallest (each the median of its cases), the fixed cost never below zero and the
-    slope never negative; when the fixed cost is under ``SMALL_END_FIXED_SHARE`` of the smallest
-    one's measured kernel time, the line from nothing at no work to the smallest one (``(0,
-    measured / model)``): the end knot's efficiency divided the op's dispatch too, which the
-    dispatch cases measure whole (a held-out chain's 64-float ops on a Xeon core, 0.67 us a relu
-    against a 0.664 us dispatch case, priced 9-10% over); None with fewer than two such sizes.
-    Against the model's
+    slope never negative; None with fewer than two such sizes. Whether the smallest cases are
+    mostly fixed cost or not: without a line, the end knot's efficiency divided a smaller op's
+    whole prediction, its dispatch included, which the dispatch cases measure whole (a held-out
+    chain's 64-float ops on a Xeon core, 0.67 us a relu against a 0.664 us dispatch case, priced
+    9-10% over, by the elementwise class's 0.87). Against the model's
     time, not the size: a case bound by its bytes (a skinny GEMM reading its weights) has that
     cost in the model's time already, and only what the model's kernel does not explain is fixed.
     Less the dispatch: a graph's op is priced as its kernel (no launches) with its host paying the
@@ -212,11 +202,6 @@ def small_end(table: EfficiencyTable, members: Sequence[Point],
     (k0, t0), (k1, t1) = medians[:2]
     slope = max((t1 - t0) / (k1 - k0), 0.0)
     fixed = max(t0 - slope * k0, 0.0)
-    if fixed < SMALL_END_FIXED_SHARE * t0:
-        # mostly not fixed: the kernel time falls with the work below the smallest case, to
-        # nothing at no work, where the dispatch cases measured the op whole (its dispatch, which
-        # the model adds at every size, and a kernel of one element)
-        return 0.0, t0 / k0
     return fixed, slope
 
 
