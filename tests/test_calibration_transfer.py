@@ -399,6 +399,28 @@ def test_an_unbatched_attention_runs_the_math_backend_and_is_calibrated_apart() 
     assert fallback_keys(math_work)[1:] == ("attention:fp32", "attention")
 
 
+def test_a_decode_steps_attention_is_calibrated_apart() -> None:
+    # failure kind: one query row over its keys has a fixed cost of its own (5.7 us for 4 heads
+    # over 64 keys on a Xeon core, where 32 x 32 took 12.1); pooled, the curve over FLOPs ran
+    # from the decode case up, and a captured ViT's 17 x 17 attention (9.6 us) read +79..+104%
+    from pytest_charz.calibration.class_keys import fallback_keys, fitted_keys
+    from pytest_charz.workloads.aten_costs import attention_cost
+
+    step = attention_cost((1, 4, 1, 32), (1, 4, 33, 32), (1, 4, 33, 32), causal=False)
+    prompt = attention_cost((1, 4, 17, 32), (1, 4, 17, 32), (1, 4, 17, 32), causal=False)
+    captured = [Work(flops={"fp32": c.flops}, bytes=4.0 * 4 * 33 * 32, op="attention", shape={**c.shape, "dtype": "fp32"})
+                for c in (step, prompt)]
+    # the suite names its dims s_q, s_kv, d; the capture seq_q, seq_kv, head_dim
+    case = Work(flops={"fp32": 32768.0}, bytes=4.0 * 2 * 4 * 65 * 32, op="attention",
+                shape={"batch": 1, "heads": 4, "s_q": 1, "s_kv": 64, "d": 32, "dtype": "fp32"})
+    assert class_key(captured[0]) == class_key(case) == "attention.decode:fp32"
+    assert class_key(captured[1]) == "attention:fp32"
+    # its cases are fitted under their own key only (a kernel of its own), looked up down to the
+    # class's keys where a calibration has none
+    assert fitted_keys(case) == ("attention.decode:fp32",)
+    assert fallback_keys(captured[0])[1:] == ("attention:fp32", "attention")
+
+
 def test_a_cat_is_calibrated_apart_from_a_clone() -> None:
     # a cat of a decode step's few hundred bytes took 6-15 us replayed on the Zen 3 guest, where
     # the copy class (a clone) keeps 3 us of fixed cost: it has a key of its own
