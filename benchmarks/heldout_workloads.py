@@ -235,15 +235,17 @@ def sim_end_to_end(runs: Sequence[str], calibration: str | None = None) -> None:
     from pytest_charz.sim.validate import score_runs
 
     loaded = [load_run(path) for path in runs]
-    # every round's cases, each case's measured time the median over the rounds, as the op-class
-    # scoring takes it (one round's outlier, a ViT forward of 1.45 ms against 0.85-0.94 in every
-    # other round of three measurements, read -42.5% when the first round alone was scored)
-    by_case: dict[str, list[Any]] = {}
-    for score in score_runs(loaded, build_profile(loaded, list(runs)), calibration):
-        if score.kind == "end-to-end":
-            by_case.setdefault(score.id, []).append(score)
-    scores = [replace(rounds[0], measured_s=statistics.median(s.measured_s for s in rounds))
-              for rounds in by_case.values()]
+    # the first round's graphs simulated (every round's are the same), each case's measured time
+    # the median over the rounds, as the op-class scoring takes it (one round's outlier, a ViT
+    # forward of 1.45 ms against 0.85-0.94 in every other round of three measurements, read
+    # -42.5% when the first round's time alone was scored)
+    measured: dict[str, list[float]] = {}
+    for run in loaded:
+        for case in run.cases:
+            if case.median_s:
+                measured.setdefault(case.id, []).append(float(case.median_s))
+    scores = [replace(s, measured_s=statistics.median(measured[s.id]))
+              for s in score_runs(loaded[:1], build_profile(loaded, list(runs)), calibration) if s.kind == "end-to-end"]
     if not scores:
         print("\nsim:cpu: no workload case with timed ops in the runs")
         return

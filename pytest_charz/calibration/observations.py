@@ -131,8 +131,7 @@ def measured_ceilings(cases: Sequence[Observation], spec: Ceilings) -> Ceilings:
     peak: dict[str, float] = {}
     bandwidth: dict[str, float] = {}
     links: dict[str, list[tuple[float, float]]] = {}
-    launches: list[float] = []
-    kernel_launches: list[float] = []
+    launches: list[tuple[str, float]] = []       # (op, seconds per launch) of the cases doing no work
     latency: dict[str, list[float]] = {}
     for case in cases:
         work, time_s = case.work, case.measured_s
@@ -146,9 +145,7 @@ def measured_ceilings(cases: Sequence[Observation], spec: Ceilings) -> Ceilings:
         # a launch with no work of any kind (a chase's loads are work: an H200's chase cases, a
         # millisecond each, once set its launch overhead at 1.15 ms)
         if work.launches and not work.flops and not work.bytes and not work.transfers and not work.accesses:
-            launches.append(time_s / work.launches)
-            if work.op == "launch":
-                kernel_launches.append(time_s / work.launches)
+            launches.append((work.op, time_s / work.launches))
         if work.accesses and "working_set_bytes" in work.shape:
             try:
                 level, _ = latency_level(float(work.shape["working_set_bytes"]), spec.with_overrides(
@@ -170,19 +167,23 @@ def measured_ceilings(cases: Sequence[Observation], spec: Ceilings) -> Ceilings:
         bandwidth_bytes_per_s={lv: Figure(v, f"{source}: best achieved {lv} bytes/s") for lv, v in bandwidth.items()},
         latency_s={lv: Figure(statistics.median(v), f"{source}: median {lv} load latency") for lv, v in latency.items()},
         link_bandwidth_bytes_per_s=link_bandwidth, link_latency_s=link_latency,
-        launch_overhead_s=_launch_overhead(kernel_launches, launches, source),
+        launch_overhead_s=_launch_overhead(launches, source),
         compute_units=spec.compute_units,
     )
 
 
-def _launch_overhead(kernel_launches: list[float], launches: list[float], source: str) -> Figure | None:
-    """A device's launch cases (a GPU's runtime suite): the fastest, what one more kernel costs
-    the device, as the profile's ``launch`` reads them (on an H200: 0.70 us a kernel of a CUDA
-    graph, against 3.9 us launched one by one from Python, whose host cost is the dispatch's).
-    A host with no launch case: the median per-launch time of its cases that do no work."""
-    if kernel_launches:
-        return Figure(min(kernel_launches), f"{source}: fastest launch case")
-    return Figure(statistics.median(launches), f"{source}: median per-launch time") if launches else None
+def _launch_overhead(launches: Sequence[tuple[str, float]], source: str) -> Figure | None:
+    """From ``(op, seconds per launch)`` of the cases that do no work: a device's launch cases (a
+    GPU's runtime suite), the fastest, what one more kernel costs the device, as the profile's
+    ``launch`` reads them (on an H200: 0.70 us a kernel of a CUDA graph, against 3.9 us launched
+    one by one from Python, whose host cost is the dispatch's); a host with no launch case, the
+    median of them all."""
+    kernels = [seconds for op, seconds in launches if op == "launch"]
+    if kernels:
+        return Figure(min(kernels), f"{source}: fastest launch case")
+    if not launches:
+        return None
+    return Figure(statistics.median(seconds for _, seconds in launches), f"{source}: median per-launch time")
 
 
 def measured_op_costs(cases: Sequence[Observation]) -> OpCosts:

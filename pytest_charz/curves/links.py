@@ -128,8 +128,8 @@ def link_figures(sizes_bytes: Sequence[float], times_s: Sequence[float],
         return LinkFigures(fit.latency_s, None, fit, 0, largest)
     threshold = largest / large_span
     floor_s = BANDWIDTH_LATENCY_MULTIPLE * fit.latency_s
-    rates = [s / (t - fit.latency_s) for s, t in zip(sizes, times)
-             if s >= threshold and t >= floor_s and t > fit.latency_s]
+    # (times are positive, so a transfer of at least the floor takes longer than the latency)
+    rates = [s / (t - fit.latency_s) for s, t in zip(sizes, times) if s >= threshold and t >= floor_s]
     if not rates:
         return LinkFigures(fit.latency_s, fit.bandwidth_bytes_per_s, fit, 0, threshold)
     return LinkFigures(fit.latency_s, float(np.median(rates)), fit, len(rates), threshold)
