@@ -210,15 +210,15 @@ def test_validation_scores_the_zen3_workload_cases_on_its_microbenchmarks(proces
     assert summary["n"] >= 9 and math.isfinite(summary["median_abs"]) and 0 <= summary["coverage"] <= 1
 
 
-def test_a_run_whose_microbenchmarks_all_calibrate_is_scored_on_its_workloads(
+def test_a_run_of_workloads_and_dispatch_cases_is_not_scored_as_calibrated(
         processed: Callable[[str], Outputs]) -> None:
-    # the Zen 4 run's 2 dispatch cases all calibrate (none is held out), its 7 workload cases are the test
+    # the Zen 4 run's 2 microbenchmarks are dispatch cases of no work: they calibrate no op's
+    # kernel, and its 7 workloads' ops scored "calibrated on microbenchmarks" read 642% median
+    # |error| at the spec's ceilings; the model is skipped, saying why
     report = processed("zen4").validation
     assert report["runs"][0]["cases"] == RECORDED["zen4"].cases
-    assert report["models"] == ["opclass"] and report["cases"] == [] and report["skipped"] == {}
-    workloads = report.get("workloads") or []
-    assert [w["model"] for w in workloads] == ["opclass"]
-    assert workloads[0]["workloads"]["n"] == 7
+    assert report["models"] == [] and report["cases"] == [] and not report.get("workloads")
+    assert "7 workload case(s) and 2 microbenchmark case(s) of no work" in report["skipped"]["opclass"]
 
 
 @pytest.mark.parametrize("name", NAMES)

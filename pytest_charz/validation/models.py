@@ -39,7 +39,7 @@ from ..records import Run
 from ..calibration.fit import Fitted, fit
 from ..calibration.observations import (Observation, RunArg, ceilings_from_run, load_runs,
                                         measured_ceilings, model_ceilings, observations, split_cases)
-from .workloads import validate_workloads
+from .workloads import priced_work, validate_workloads
 
 SPLIT_RULE = ("every other case per op class sorted by size, starting with the smallest; the largest always "
               "calibrates (held-out cases lie between calibrated sizes)")
@@ -185,6 +185,17 @@ def _score(fitted: Fitted, cases: Sequence[Observation], p90: Mapping[str, float
     return results
 
 
+def _nothing_scored(prepared: Mapping[str, tuple[Any, ...]], loaded: Sequence[Run]) -> str:
+    """Why a model scored nothing: the runs' workloads had no kernel microbenchmark to calibrate
+    on (:func:`.workloads.priced_work`), or there was no case at all."""
+    workloads = sum(is_workload(c.work) for run in loaded for c in run.cases)
+    micro = [c for cases, *_ in prepared.values() for c in cases]
+    if workloads and not any(priced_work(c.work) for c in micro):
+        return (f"no case to score: the runs hold {workloads} workload case(s) and {len(micro)} microbenchmark "
+                "case(s) of no work (dispatch, launch), which calibrate no op's kernel")
+    return "no case to score"
+
+
 def validate(runs: Sequence[RunArg], models: Sequence[str] | None = None,
              calibrate_on: str | None = None, level: float = 0.9) -> ValidationReport:
     """Calibrate each model on part of each target's cases and score it on the rest and across runs.
@@ -249,7 +260,7 @@ def validate(runs: Sequence[RunArg], models: Sequence[str] | None = None,
                 results += _score(moved, other_cases, p90, kind="transfer", target=other, calibrated_on=source,
                                   not_covered=[])
         if not any(r.model == name for r in results):
-            first = missing[0]["reason"] if missing else "; ".join(reasons) or "no case to score"
+            first = missing[0]["reason"] if missing else "; ".join(reasons) or _nothing_scored(prepared, loaded)
             skipped[name] = first
     # a model every microbenchmark calibrated (none held out) is still scored on the workloads
     scored_workloads = {name: [found.to_json() for found in validate_workloads(loaded, name, level)]

@@ -228,6 +228,12 @@ class WorkloadValidation:
                 "cases": [r.to_json() for r in (*self.ops, *self.workloads)]}
 
 
+def priced_work(work: Work) -> bool:
+    """Whether a microbenchmark's Work calibrates an op's kernel: it moves bytes or does math (a
+    dispatch or launch case of no work calibrates the host's cost per op alone)."""
+    return any(v > 0 for v in work.flops.values()) or any(v > 0 for v in work.bytes.values())
+
+
 def split_runs(runs: Sequence[Run]) -> tuple[list[Observation], list[CaseRecord]]:
     """(microbenchmark observations, workload case records) of runs of one target."""
     micro = [replace_cases(run, [c for c in run.cases if not is_workload(c.work)]) for run in runs]
@@ -261,7 +267,10 @@ def validate_workloads(runs: Sequence[RunArg], model: str = DEFAULT_MODEL, level
                        calibration: "CalibrationArg" = None) -> list[WorkloadValidation]:
     """Per target (per target and host when the runs are of several hosts) with both
     microbenchmark and workload cases: calibrate ``model`` on the microbenchmarks and score the
-    workloads (module docstring). A machine whose runs hold no workload case is not scored.
+    workloads (module docstring). A machine whose runs hold no workload case is not scored, nor
+    one whose microbenchmarks are all of no work (:func:`priced_work`: dispatch cases alone
+    calibrate no op's kernel, and its ops would be scored at the spec's ceilings under the name
+    of a calibration).
 
     ``calibration`` (a calibration file in any form :func:`pytest_charz.prediction.predict`
     takes): score with it, through the same core, instead of fitting on the runs."""
@@ -276,8 +285,8 @@ def validate_workloads(runs: Sequence[RunArg], model: str = DEFAULT_MODEL, level
     out = []
     for target, members in by_target.items():
         micro, workloads = split_runs(members)
-        if not micro or not workloads:
-            continue
+        if not workloads or not any(priced_work(o.work) for o in micro):
+            continue  # nothing to score, or no kernel to calibrate an op's price on
         spec_run = next(run for run in members if run.target.spec is not None) if any(
             run.target.spec is not None for run in members) else members[0]
         if given is not None:
