@@ -25,7 +25,7 @@ def test_every_row_is_typed_and_cites_its_source() -> None:
     assert {row.kind for row in rows} >= {"gemm", "stream", "serving-latency"}
     # a latency benchmark's row: one batch end to end, in ms, its runtime named on the row
     latency = next(row for row in rows if row.kind == "serving-latency")
-    assert isinstance(latency.case, ServingCase) and latency.case.runtime == "eager" and latency.note
+    assert isinstance(latency.case, ServingCase) and latency.case.runtime == "vllm" and latency.note
     assert latency.case.batch == 8 and latency.case.input == 32 and latency.case.output == 128
     assert latency.measured_time_s() == pytest.approx(latency.value * 1e-3)
 

@@ -12,6 +12,7 @@ from pytest_charz.sim.runtime import with_runtime_profile
 from pytest_charz.targets.catalogue import resolve
 from pytest_charz.workloads.builders import build
 from pytest_charz.workloads.predict import predict_graph
+from pytest_charz.workloads.engines import engine_step_s
 from pytest_charz.workloads.runtime import DEFAULT_HOST_DISPATCH_S, ENGINE_DISPATCH_S, RUNTIME_PROFILES
 
 
@@ -61,11 +62,43 @@ def test_serving_kernels_fuse_qkv_gate_up_and_residual_norm_with_the_same_work()
 def test_predict_graph_and_the_simulator_give_one_answer_under_each_runtime(runtime: str) -> None:
     kernels = RUNTIME_PROFILES[runtime].kernels or "fused"
     graph = build("llama-2-7b", "decode", batch=4, context=256, dtype="fp8", kv_dtype="fp8", kernels=kernels)
-    predicted = predict_graph(graph, "h100-sxm", runtime=runtime)
-    simulated = simulate_graph(graph, Machine.from_spec(resolve("h100-sxm")),
-                               with_runtime_profile(SimOptions(), runtime))
-    assert simulated.latency_s == pytest.approx(predicted.latency_s, rel=1e-6)
-    assert simulated.bound == predicted.bound
+    prefill = build("llama-2-7b", "prefill", batch=4, seq=64, dtype="fp8", kv_dtype="fp8", kernels=kernels,
+                    num_layers=4)
+    for one in (graph, prefill):
+        predicted = predict_graph(one, "h100-sxm", runtime=runtime)
+        simulated = simulate_graph(one, Machine.from_spec(resolve("h100-sxm")),
+                                   with_runtime_profile(SimOptions(), runtime, one))
+        assert simulated.latency_s == pytest.approx(predicted.latency_s, rel=1e-6)
+        assert simulated.bound == predicted.bound
+
+
+def test_a_vllm_step_is_its_forward_pass_plus_the_engine_host_work() -> None:
+    # vLLM replays decode steps as CUDA graphs, issues a prefill op by op, and each step waits for
+    # its engine's host work (Vidur's measured scheduler, sampler and input/output processing)
+    decode = build("llama-2-7b", "decode", batch=8, context=256, kernels="serving")
+    replayed = predict_graph(decode, "h100-sxm", runtime="graphs")
+    vllm = predict_graph(decode, "h100-sxm", runtime="vllm")
+    step_s = engine_step_s("vllm", 8, 1)
+    assert 1.5e-3 < step_s < 2.5e-3
+    assert vllm.latency_s == pytest.approx(replayed.latency_s + step_s, rel=1e-9)
+    prefill = build("llama-2-7b", "prefill", batch=8, seq=32, kernels="serving")
+    eager = predict_graph(prefill, "h100-sxm", runtime="eager")
+    issued = predict_graph(prefill, "h100-sxm", runtime="vllm")
+    assert issued.host_dispatch_s == pytest.approx(DEFAULT_HOST_DISPATCH_S)   # no graph: Python per op
+    assert issued.latency_s == pytest.approx(eager.latency_s + step_s, rel=1e-9)
+
+
+def test_the_engine_step_follows_the_measured_batch_and_degree() -> None:
+    # Vidur's Llama-2-7B medians on an A100: 2.127 ms at batch 8 and 3.011 at 16 on one GPU, less
+    # the 0.129 ms of the head's logits GEMM; below batch 8 the batch-8 figure; tp 8 takes tp 4's
+    logits_ms = 32000 * 4096 * 2 / 2.039e12 * 1e3
+    assert engine_step_s("vllm", 8, 1) == pytest.approx((2.127 - logits_ms) * 1e-3)
+    assert engine_step_s("vllm", 12, 1) == pytest.approx(((2.127 + 3.011) / 2 - logits_ms) * 1e-3)
+    assert engine_step_s("vllm", 1, 1) == engine_step_s("vllm", 8, 1)
+    assert engine_step_s("vllm", 72, 1) == pytest.approx((8.048 + (8.048 - 7.149) - logits_ms) * 1e-3)
+    assert engine_step_s("vllm", 8, 8) == engine_step_s("vllm", 8, 4) > engine_step_s("vllm", 8, 2)
+    with pytest.raises(UsageError, match="engine 'sglang'"):
+        engine_step_s("sglang", 8, 1)
 
 
 def test_runtime_options_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
@@ -77,7 +110,7 @@ def test_runtime_options_on_the_command_line(capsys: pytest.CaptureFixture[str])
                        "--precision", "fp8", "--runtime", "serving"])
     out = capsys.readouterr().out
     assert status == 0 and "device-bound" in out
-    with pytest.raises(UsageError, match="runtime must be one of eager, graphs, serving; got 'jit'"):
+    with pytest.raises(UsageError, match="runtime must be one of eager, graphs, serving, vllm; got 'jit'"):
         predict_graph(build("llama-2-7b", "decode", context=8, num_layers=1), "h100-sxm", runtime="jit")
     assert cli.main(["workload", "predict", "llama-2-7b", "--target", "h100-sxm", "--precision", "int3"]) != 0
     assert "--precision must be one of" in capsys.readouterr().err

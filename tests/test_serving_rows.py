@@ -57,17 +57,18 @@ def test_the_16_bit_rows_meet_the_acceptance(scored: dict[str, float]) -> None:
     assert errors and statistics.median(errors) <= 0.08 and max(errors) <= 0.25, errors
 
 
-def test_the_vllm_latency_rows_read_fast_for_the_engine_step_no_profile_models(scored: dict[str, float]) -> None:
+def test_the_vllm_latency_rows_pay_the_engine_step(scored: dict[str, float]) -> None:
     # vLLM replays its decode steps as CUDA graphs and runs its engine (scheduler, input
-    # preparation, sampling, output processing) on the host each step. No runtime profile has that
-    # step's cost: the rows are priced as eager PyTorch, as each row's note says, and read fast;
-    # priced as graphs, faster still. A profile with the engine's step would move both.
+    # preparation, sampling, output processing) on the host each step, in series with the forward
+    # pass. Priced as graph replay alone, the single-GPU Llama 3 8B rows read 22-37% fast; with
+    # the engine's measured step (the vllm profile) every row is within 20%
     rows = [row for row in SERVING if row.kind == "serving-latency"]
-    assert len(rows) == 9 and all(row.case.runtime == "eager" and "engine" in row.note for row in rows)
-    assert all(-0.25 < scored[row.id] < 0 for row in rows), {row.id: scored[row.id] for row in rows}
-    row = next(row for row in rows if row.id == "h100-sxm-vllm-llama3-8b-tp1")
-    graphs, _ = serving_time_s(replace(row.case, runtime="graphs"), row.target)
-    assert graphs / row.measured_time_s() - 1.0 < scored[row.id] - 0.05
+    assert len(rows) == 9 and all(row.case.runtime == "vllm" and "engine" in row.note for row in rows)
+    assert all(abs(scored[row.id]) < 0.20 for row in rows), {row.id: scored[row.id] for row in rows}
+    for row in (row for row in rows if row.case.tp == 1):
+        graphs, _ = serving_time_s(replace(row.case, runtime="graphs"), row.target)
+        assert graphs / row.measured_time_s() - 1.0 < -0.20
+        assert graphs / row.measured_time_s() - 1.0 < scored[row.id] - 0.05
 
 
 def test_the_simulator_gives_the_same_time_for_a_serving_run() -> None:

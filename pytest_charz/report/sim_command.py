@@ -165,7 +165,7 @@ def sim_command(args: Any, emit: Callable[[str], None] = print) -> int:
                          launch_queue_depth=args.queue_depth if args.queue_depth is not None else LAUNCH_QUEUE_DEPTH,
                          trace=args.trace is not None,
                          host_dispatch_s=None if args.host_dispatch_us is None else args.host_dispatch_us * 1e-6)
-    options = with_runtime_profile(options, getattr(args, "runtime", None))
+    options = with_runtime_profile(options, getattr(args, "runtime", None), graph)
     given = figures_given(settings, args.host_dispatch_us)
     try:
         result = simulate_graph(graph, machine, options)

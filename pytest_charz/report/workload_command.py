@@ -50,7 +50,9 @@ def add_graph_options(parser: Any) -> None:
     parser.add_argument("--kv-dtype", default=None, help="KV cache dtype: fp8, bf16, fp16, fp32 (default: the "
                                                          "activations')")
     parser.add_argument("--runtime", default=None, help="how the graph is issued: eager, graphs (CUDA graph "
-                                                        "replay) or serving (a serving engine's fused kernels)")
+                                                        "replay), serving (a compiled serving engine's fused "
+                                                        "kernels) or vllm (its fused kernels, decode replayed, "
+                                                        "the engine's host work per step)")
     parser.add_argument("--tp", type=int, default=1, help="tensor-parallel ranks (default: 1)")
     parser.add_argument("--unfused", action="store_true", help="attention as its parts, not one fused kernel")
     parser.add_argument("--num-layers", type=int, default=None, help="build only this many layers")
@@ -248,8 +250,15 @@ def prediction_lines(result: "GraphPrediction", all_ops: bool,
                               [[row.op_class, row.ops, format_time(row.time_s), format_share(row.share)]
                                for row in result.by_class], markdown=False))
     runtime = "asynchronous" if result.asynchronous else "synchronous"
-    lines.append(f"host: {len(result.ops)} ops dispatched at {format_time(result.host_dispatch_s)} each = "
-                 f"{format_time(result.host_s)} ({runtime} runtime; {result.host_dispatch_source})")
+    if result.graph_replay:
+        issued = f"one replayed graph of {len(result.ops)} ops, dispatched in {format_time(result.host_dispatch_s)}"
+    else:
+        issued = f"{len(result.ops)} ops dispatched at {format_time(result.host_dispatch_s)} each"
+    engine = f" + the engine's step, {format_time(result.engine_step_s)}" if result.engine_step_s else ""
+    lines.append(f"host: {issued}{engine} = {format_time(result.host_s)} ({runtime} runtime; "
+                 f"{result.host_dispatch_source})")
+    if result.engine_step_s:
+        lines.append(f"engine step: {result.engine_step_source}")
     lines.append(f"device: critical path {format_time(result.device_s)}, busy {format_time(result.busy_s)}, "
                  f"launch {format_time(result.launch_overhead_s)} per op ({result.launch_overhead_source})")
     top = ", ".join(f"{row.op_class} {format_share(row.share)}" for row in result.by_class[:3])

@@ -17,13 +17,15 @@ class SimOptions:
     ``launch_queue_depth``: issued ops the host may run ahead by before it blocks.
     ``host_dispatch_s``: host time per op (default: the machine's ``dispatch_overhead``).
     ``trace``: keep the per-op timeline (``SimResult.ops``) for :meth:`SimResult.trace_events`;
-    ``record_ops`` keeps it without asking for a trace."""
+    ``record_ops`` keeps it without asking for a trace. ``engine_step_s``: a serving engine's
+    host time per step, before the graph's first op (a runtime profile's engine)."""
 
     graph_replay: bool = False
     launch_queue_depth: int = LAUNCH_QUEUE_DEPTH
     trace: bool = False
     host_dispatch_s: float | None = None
     record_ops: bool = False
+    engine_step_s: float = 0.0
 
     def __post_init__(self) -> None:
         if isinstance(self.launch_queue_depth, bool) or not isinstance(self.launch_queue_depth, int) \
@@ -32,10 +34,13 @@ class SimOptions:
         if self.host_dispatch_s is not None and (not isinstance(self.host_dispatch_s, (int, float))
                                                  or not self.host_dispatch_s >= 0):
             raise UsageError(f"host_dispatch_s must be a non-negative number of seconds, got {self.host_dispatch_s!r}")
+        if not isinstance(self.engine_step_s, (int, float)) or not self.engine_step_s >= 0:
+            raise UsageError(f"engine_step_s must be a non-negative number of seconds, got {self.engine_step_s!r}")
 
     def to_json(self) -> dict[str, Any]:
         return {"graph_replay": self.graph_replay, "launch_queue_depth": self.launch_queue_depth,
-                "trace": self.trace, "host_dispatch_s": self.host_dispatch_s, "record_ops": self.record_ops}
+                "trace": self.trace, "host_dispatch_s": self.host_dispatch_s, "record_ops": self.record_ops,
+                "engine_step_s": self.engine_step_s}
 
 
 @dataclass(frozen=True)

@@ -12,24 +12,31 @@ queue depth and graph replay. A CPU target's host waits for each op, as in ``pre
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from ..workloads.runtime import ASYNCHRONOUS_KINDS, Runtime, framework_figures, runtime_profile
+from ..workloads.runtime import ASYNCHRONOUS_KINDS, Runtime, framework_figures, profile_figures, runtime_profile
 from ..workloads.schedule import HOST, Schedule, run_schedule, schedule_graph, share_rates
 from .machine import Machine
 from .result import SimOptions
 
+if TYPE_CHECKING:
+    from ..workloads.graph import Graph
+
 __all__ = ["HOST", "Schedule", "run_schedule", "schedule_graph", "share_rates", "sim_runtime", "with_runtime_profile"]
 
 
-def with_runtime_profile(options: SimOptions, runtime: str | None) -> SimOptions:
+def with_runtime_profile(options: SimOptions, runtime: str | None, graph: "Graph | None" = None) -> SimOptions:
     """``options`` under the runtime profile ``runtime`` (:data:`pytest_charz.workloads.runtime.RUNTIME_PROFILES`,
-    the one ``predict_graph(runtime=...)`` applies): its graph replay, and its host dispatch
-    unless ``options`` already give one. None: ``options`` unchanged."""
+    the one ``predict_graph(runtime=...)`` applies) for ``graph``: its graph replay and engine step
+    (:func:`pytest_charz.workloads.runtime.profile_figures`, by the graph's phase and parameters),
+    and its host dispatch unless ``options`` already give one. None: ``options`` unchanged."""
     named = runtime_profile(runtime)
     if named is None:
         return options
     dispatch = options.host_dispatch_s if options.host_dispatch_s is not None else named.dispatch_s
-    return replace(options, graph_replay=options.graph_replay or named.graph_replay, host_dispatch_s=dispatch)
+    replay, step_s, _ = profile_figures(named, graph)
+    return replace(options, graph_replay=options.graph_replay or replay, host_dispatch_s=dispatch,
+                   engine_step_s=step_s)
 
 
 def sim_runtime(machine: Machine, options: SimOptions) -> Runtime:
@@ -39,7 +46,8 @@ def sim_runtime(machine: Machine, options: SimOptions) -> Runtime:
                    machine.sources.get("dispatch_overhead", "") if options.host_dispatch_s is None else "given",
                    machine.sources.get("launch_overhead", ""), options.launch_queue_depth, machine.copy_engines,
                    options.graph_replay, machine.graph_launch_overhead_s,
-                   framework_dispatch=machine_framework_dispatch(machine) if options.host_dispatch_s is None else ())
+                   framework_dispatch=machine_framework_dispatch(machine) if options.host_dispatch_s is None else (),
+                   step_s=options.engine_step_s)
 
 
 def machine_framework_dispatch(machine: Machine) -> tuple[tuple[str, float], ...]:

@@ -333,9 +333,8 @@ def simulate_serving_case(case: Any, machine: Machine) -> float:
     from ..published.serving import serving_graphs
     from .runtime import with_runtime_profile
 
-    options = with_runtime_profile(SimOptions(), case.runtime)
     prefill, decode, steps = serving_graphs(case)
-    total = simulate_graph(prefill, machine, options).latency_s
+    total = simulate_graph(prefill, machine, with_runtime_profile(SimOptions(), case.runtime, prefill)).latency_s
     if decode is not None:
-        total += steps * simulate_graph(decode, machine, options).latency_s
+        total += steps * simulate_graph(decode, machine, with_runtime_profile(SimOptions(), case.runtime, decode)).latency_s
     return float(total)

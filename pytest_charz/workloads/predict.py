@@ -19,8 +19,9 @@ device's own critical path (the device idles waiting for dispatch: small-batch d
 device's DRAM is refused (:func:`.capacity.check_fits`, the simulator's check), saying what it
 needs and what there is.
 
-A runtime profile (``runtime=``: ``eager``, ``graphs``, ``serving``; :data:`.runtime.RUNTIME_PROFILES`)
-sets how the host issues the ops (its dispatch per op, graph replay); ``charz sim`` applies the
+A runtime profile (``runtime=``: ``eager``, ``graphs``, ``serving``, ``vllm``;
+:data:`.runtime.RUNTIME_PROFILES`) sets how the host issues the ops (its dispatch per op, graph
+replay, a serving engine's host work per step); ``charz sim`` applies the
 same profile (:func:`pytest_charz.sim.runtime.with_runtime_profile`), so the two still agree.
 
 An op the core cannot price keeps its launch gap on the timeline, is listed in ``uncovered``
@@ -114,6 +115,9 @@ class GraphPrediction:
     for decode, None for other phases. ``uncovered``: ``(op name, reason)`` of every op the model
     could not predict; when any, ``complete`` is False and the latency is a lower bound.
     ``interval_s``: the latency's interval from the ops' (:func:`latency_interval`).
+    ``graph_replay``: the ops were issued as one replayed graph (one dispatch).
+    ``engine_step_s``: a serving engine's host work before the first op (in ``host_s``), with
+    its source.
     """
 
     graph: str
@@ -136,6 +140,9 @@ class GraphPrediction:
     tokens_per_s: float | None
     uncovered: tuple[tuple[str, str], ...]
     interval_s: tuple[float, float] = (0.0, 0.0)
+    graph_replay: bool = False
+    engine_step_s: float = 0.0
+    engine_step_source: str = ""
 
     @property
     def complete(self) -> bool:
@@ -163,6 +170,8 @@ class GraphPrediction:
                 "asynchronous": self.asynchronous,
                 "launch_overhead": {"value_s": self.launch_overhead_s, "source": self.launch_overhead_source},
                 "host_dispatch": {"value_s": self.host_dispatch_s, "source": self.host_dispatch_source},
+                "graph_replay": self.graph_replay,
+                "engine_step": {"value_s": self.engine_step_s, "source": self.engine_step_source},
                 "latency_s": self.latency_s, "interval_s": list(self.interval_s), "host_s": self.host_s, "device_s": self.device_s,
                 "device_idle_s": self.device_idle_s, "bound": self.bound, "tokens_per_s": self.tokens_per_s,
                 "complete": self.complete,
@@ -223,8 +232,8 @@ def predict_graph(
     instead; ``profile`` still gives a CPU's measured framework dispatch). ``host_dispatch_s``:
     host time to issue one op (default: :func:`.runtime.runtime_of`). ``asynchronous``: whether
     the host runs ahead of the device (default: the target kind is a GPU or an ASIC). ``runtime``:
-    a profile of :data:`.runtime.RUNTIME_PROFILES` (``eager``, ``graphs``, ``serving``): its host
-    dispatch and graph replay (the kernels are the graph's, as built). Raises
+    a profile of :data:`.runtime.RUNTIME_PROFILES` (``eager``, ``graphs``, ``serving``, ``vllm``): its host
+    dispatch, graph replay and engine step (the kernels are the graph's, as built). Raises
     :class:`.capacity.CapacityError` (a UsageError) when the graph does not fit the device's DRAM.
     """
     from ..models.base import Prediction
@@ -239,7 +248,7 @@ def predict_graph(
     check_fits(graph, ceilings.capacity("dram"), predictor.target or ceilings.target_id or "the target")
     # the host's dispatch per framework is the core's, as it prices one op (and as charz sim issues)
     issued = runtime_of(ceilings, profile, host_dispatch_s, asynchronous, runtime,
-                        costs=getattr(chosen, "costs", None))
+                        costs=getattr(chosen, "costs", None), graph=graph)
     gap_s = issued.graph_launch_s if issued.graph_replay else issued.launch_s   # what each launch leaves the device
 
     # Each distinct kernel priced once by the core, calibration applied exactly as for a single case.
@@ -290,4 +299,5 @@ def predict_graph(
         host_dispatch_s=issued.dispatch_s, host_dispatch_source=issued.dispatch_source,
         ops=ops, latency_s=latency_s, host_s=host_s, device_s=device_s, bound=bound, by_class=tuple(by_class),
         tokens_per_s=tokens_per_s(graph, latency_s), uncovered=tuple(uncovered),
-        interval_s=latency_interval(ops, latency_s))
+        interval_s=latency_interval(ops, latency_s), graph_replay=issued.graph_replay,
+        engine_step_s=issued.step_s, engine_step_source=issued.step_source)

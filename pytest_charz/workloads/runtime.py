@@ -29,11 +29,19 @@ on an accelerator, each figure sourced:
 * ``graphs``: the same kernels captured once and replayed as a CUDA graph: one host dispatch
   issues them all, each kernel leaving the device :data:`GRAPH_NODE_LAUNCH_S` instead of a
   stream launch.
-* ``serving``: a serving engine (TensorRT-LLM's C++ runtime, vLLM's engine) running its fused
-  kernels (``build(kernels="serving")``) from compiled code: the host's cost per kernel is the
-  driver's launch call alone (:data:`ENGINE_DISPATCH_S`), no Python per op; each kernel pays the
-  stream launch gap. A kernel is never shorter than that gap, so the host keeps ahead of the
-  device and a serving engine's step is device-bound.
+* ``serving``: a serving engine with a compiled runtime (TensorRT-LLM's C++ runtime) running its
+  fused kernels (``build(kernels="serving")``): the host's cost per kernel is the driver's launch
+  call alone (:data:`ENGINE_DISPATCH_S`), no Python per op; each kernel pays the stream launch gap.
+  A kernel is never shorter than that gap, so the host keeps ahead of the device and a serving
+  engine's step is device-bound.
+* ``vllm``: vLLM's Python engine: the same fused kernels, its decode steps replayed as CUDA graphs
+  (it captures decode batches only; a prefill is issued op by op from Python at the eager
+  dispatch), and every step pays the engine's host work in series with the forward pass
+  (:func:`.engines.engine_step_s`: scheduling, input preparation, sampling, output processing,
+  measured per batch and tensor-parallel degree).
+
+A profile with an engine adds its host time per step to the first op's dispatch
+(:attr:`Runtime.step_s`): the step's forward pass cannot start before it.
 """
 from __future__ import annotations
 
@@ -45,6 +53,7 @@ from ..models.opclass_costs import MODULE_CALL, MODULE_COLD, module_calls_s, var
 
 if TYPE_CHECKING:
     from ..models.ceilings import Ceilings
+    from .graph import Graph
     from ..models.opclass_costs import OpCosts
 
 #: Device-side cost of one kernel launch when the ceilings have no measured ``launch`` figure
@@ -88,8 +97,10 @@ ENGINE_DISPATCH_SOURCE = "serving engine: the launch call alone, 2.5 us (cudaLau
 @dataclass(frozen=True)
 class RuntimeProfile:
     """A named way of issuing a graph (module docstring): ``dispatch_s`` host time per op (None:
-    the measured or default eager figure), whether the graph is replayed, and the kernels
-    :func:`pytest_charz.workloads.builders.build` should model (None: as built)."""
+    the measured or default eager figure), whether the graph is replayed (``replay_phases``: only
+    graphs of these phases; None: every graph), the kernels
+    :func:`pytest_charz.workloads.builders.build` should model (None: as built), and the serving
+    engine whose host time per step each step pays (:mod:`.engines`; None: none)."""
 
     name: str
     dispatch_s: float | None
@@ -97,6 +108,21 @@ class RuntimeProfile:
     graph_replay: bool
     kernels: str | None
     description: str
+    replay_phases: frozenset[str] | None = None
+    engine: str | None = None
+
+    def replays(self, phase: str | None) -> bool:
+        """Whether a graph of ``phase`` is replayed (None: a graph of no known phase)."""
+        return self.graph_replay and (self.replay_phases is None or phase in self.replay_phases)
+
+    def step_s(self, params: Mapping[str, Any]) -> float:
+        """The engine's host time for one step of a graph with ``params`` (its ``batch`` and
+        ``tp``, 1 when absent); 0 without an engine."""
+        if self.engine is None:
+            return 0.0
+        from .engines import engine_step_s
+
+        return engine_step_s(self.engine, int(params.get("batch") or 1), int(params.get("tp") or 1))
 
 
 RUNTIME_PROFILES: dict[str, RuntimeProfile] = {
@@ -106,6 +132,9 @@ RUNTIME_PROFILES: dict[str, RuntimeProfile] = {
                              "CUDA graph replay: one dispatch, a graph node's gap per kernel"),
     "serving": RuntimeProfile("serving", ENGINE_DISPATCH_S, ENGINE_DISPATCH_SOURCE, False, "serving",
                               "serving engine: fused kernels launched from compiled code"),
+    "vllm": RuntimeProfile("vllm", None, "", True, "serving",
+                           "vLLM: fused kernels, decode steps replayed as CUDA graphs, the engine's host work each step",
+                           replay_phases=frozenset({"decode"}), engine="vllm"),
 }
 
 
@@ -138,6 +167,10 @@ class Runtime:
     copy_engines: int = COPY_ENGINES
     graph_replay: bool = False
     graph_launch_s: float = 0.0
+    #: Host time of a serving engine's step before its first op is dispatched (a runtime profile's
+    #: engine, :mod:`.engines`), and where the figure comes from.
+    step_s: float = 0.0
+    step_source: str = ""
     #: ``(framework, seconds)`` of a CPU profile's measured dispatch per framework: an op pays its
     #: host framework's (:func:`~pytest_charz.models.opclass_costs.host_framework`: a bare aten op
     #: of a ``forward`` the bare op's, the first op of a module call ``torch-module``'s), else
@@ -193,11 +226,13 @@ def _model_code_dispatch(dispatch: Mapping[str, Any]) -> Any:
 
 
 def runtime_of(ceilings: "Ceilings", profile: Mapping[str, Any] | None = None, host_dispatch_s: float | None = None,
-               asynchronous: bool | None = None, runtime: str | None = None, costs: "OpCosts | None" = None) -> Runtime:
+               asynchronous: bool | None = None, runtime: str | None = None, costs: "OpCosts | None" = None,
+               graph: "Graph | None" = None) -> Runtime:
     """The launch gap, host dispatch and synchrony for ``ceilings`` (the prediction core's) and
     ``profile`` (module docstring). ``host_dispatch_s`` replaces the host dispatch only;
     ``asynchronous`` (default: the target kind is a GPU or an ASIC) whether the host runs ahead;
-    ``runtime`` names a profile of :data:`RUNTIME_PROFILES` (its dispatch and graph replay)."""
+    ``runtime`` names a profile of :data:`RUNTIME_PROFILES` (its dispatch, graph replay and engine
+    step, which depend on ``graph``'s phase and parameters: :func:`profile_figures`)."""
     named = runtime_profile(runtime)
     from_profile = named is not None and named.dispatch_s is not None and host_dispatch_s is None
     if from_profile and named is not None:
@@ -208,7 +243,23 @@ def runtime_of(ceilings: "Ceilings", profile: Mapping[str, Any] | None = None, h
     from dataclasses import replace
 
     source = named.dispatch_source if from_profile else base.dispatch_source
-    return replace(base, dispatch_source=source, graph_replay=named.graph_replay, graph_launch_s=GRAPH_NODE_LAUNCH_S)
+    replay, step_s, step_source = profile_figures(named, graph)
+    return replace(base, dispatch_source=source, graph_replay=replay, graph_launch_s=GRAPH_NODE_LAUNCH_S,
+                   step_s=step_s, step_source=step_source)
+
+
+def profile_figures(named: RuntimeProfile, graph: "Graph | None") -> tuple[bool, float, str]:
+    """``(graph replay, engine step s, its source)`` of the profile ``named`` for ``graph`` (None: a
+    graph of no known phase or parameters: replayed as the profile says of every phase, a step of
+    one sequence on one device), the one reading ``predict_graph`` and the simulator share."""
+    phase = graph.phase if graph is not None else None
+    replay = named.replays(phase) if graph is not None else named.graph_replay
+    step_s = named.step_s(graph.params if graph is not None else {})
+    if not step_s:
+        return replay, 0.0, ""
+    from .engines import VIDUR_A100_SOURCE
+
+    return replay, step_s, f"{named.engine} host time per step: {VIDUR_A100_SOURCE}"
 
 
 def _runtime_of(ceilings: "Ceilings", profile: Mapping[str, Any] | None, host_dispatch_s: float | None,

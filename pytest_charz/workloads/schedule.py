@@ -201,6 +201,8 @@ def schedule_graph(layout: GraphLayout, costs: Sequence[Demand], runtime: "Runti
             dispatch_s = [runtime.op_dispatch_s(framework, count) for framework, count in zip(layout.frameworks, calls)]
             costs = [slowed(cost, runtime.op_slowdown(framework)) for cost, framework in zip(costs, layout.frameworks)]
         syncs = layout.syncs if runtime.asynchronous else (True,) * n
+    if n and runtime.step_s:
+        dispatch_s[0] += runtime.step_s   # the engine's host work of the step comes before its first op
     gaps = [launches * gap for launches in layout.launches]
     return run_schedule(layout.streams, layout.deps, costs, gaps, dispatch_s, syncs, depth, runtime.copy_engines,
                         resource_count, contention)
