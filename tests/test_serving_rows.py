@@ -13,7 +13,7 @@ import pytest
 from pytest_charz.errors import SpecError
 from pytest_charz.published import load_measurements
 from pytest_charz.published.score import score_row
-from pytest_charz.published.serving import SERVING_KINDS, ServingCase, serving_time_s
+from pytest_charz.published.serving import SERVING_KINDS, ServingCase, score_serving_row, serving_time_s
 
 SERVING = [row for row in load_measurements() if row.kind in SERVING_KINDS]
 
@@ -65,6 +65,8 @@ def test_the_vllm_latency_rows_pay_the_engine_step(scored: dict[str, float]) -> 
     rows = [row for row in SERVING if row.kind == "serving-latency"]
     assert len(rows) == 9 and all(row.case.runtime == "vllm" and "engine" in row.note for row in rows)
     assert all(abs(scored[row.id]) < 0.20 for row in rows), {row.id: scored[row.id] for row in rows}
+    # the report cites the engine's figure beside the row
+    assert any("Vidur" in prior and "cpu_overheads.csv" in prior for prior in score_serving_row(rows[0]).priors)
     for row in (row for row in rows if row.case.tp == 1):
         graphs, _ = serving_time_s(replace(row.case, runtime="graphs"), row.target)
         assert graphs / row.measured_time_s() - 1.0 < -0.20

@@ -140,5 +140,11 @@ def score_serving_row(row: "PublishedRow") -> Any:
         return ScoredRow(row, measured, None, (), str(exc))
     if missing:
         return ScoredRow(row, measured, None, (), f"uncovered ops: {missing[0]}")
-    return ScoredRow(row, measured, predicted, (f"serving: {case.precision}, runtime {case.runtime}, the priors of "
-                                                "every op (see the GEMM and copy rows)",))
+    from ..workloads.engines import VIDUR_A100_SOURCE
+    from ..workloads.runtime import runtime_profile
+
+    priors = [f"serving: {case.precision}, runtime {case.runtime}, the priors of every op (see the GEMM and copy rows)"]
+    engine = runtime_profile(case.runtime)
+    if engine is not None and engine.engine is not None:
+        priors.append(f"{engine.engine} host time per step: {VIDUR_A100_SOURCE}")
+    return ScoredRow(row, measured, predicted, tuple(priors))
