@@ -11,8 +11,8 @@ overhead, microsoft/vidur ``vidur/entities/execution_time.py``).
 The figures are Vidur's measurements of vLLM's scheduler running on an A100 (below), not fitted
 on any serving figure this project scores. They are kept per tensor-parallel degree and batch;
 between the measured batches the time is interpolated linearly, below the smallest it is the
-smallest's, above the largest it follows the last interval's slope, and a degree above the largest
-measured takes the largest's.
+smallest's, above the largest it follows the last interval's slope, and a degree that was not
+measured takes the largest measured degree below it (tp 8 takes tp 4's).
 """
 from __future__ import annotations
 
