@@ -170,7 +170,6 @@ def lookup(classes: Mapping[str, ClassFit], work: "Work") -> ClassFit | None:
 Point = tuple["Work", float, float, str]
 
 
-
 def small_end(table: EfficiencyTable, members: Sequence[Point],
               host_s: Mapping[int, float] | None = None) -> tuple[float, float] | None:
     """``(fixed seconds, measured seconds per second of the model's kernel time)``: the line, in

@@ -140,11 +140,11 @@ def score_serving_row(row: "PublishedRow") -> Any:
         return ScoredRow(row, measured, None, (), str(exc))
     if missing:
         return ScoredRow(row, measured, None, (), f"uncovered ops: {missing[0]}")
-    from ..workloads.engines import VIDUR_A100_SOURCE
+    from ..workloads.engines import engine_step_source
     from ..workloads.runtime import runtime_profile
 
     priors = [f"serving: {case.precision}, runtime {case.runtime}, the priors of every op (see the GEMM and copy rows)"]
-    engine = runtime_profile(case.runtime)
-    if engine is not None and engine.engine is not None:
-        priors.append(f"{engine.engine} host time per step: {VIDUR_A100_SOURCE}")
+    profile = runtime_profile(case.runtime)
+    if profile is not None and profile.engine is not None:
+        priors.append(engine_step_source(profile.engine))
     return ScoredRow(row, measured, predicted, tuple(priors))

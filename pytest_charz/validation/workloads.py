@@ -231,7 +231,7 @@ class WorkloadValidation:
 def priced_work(work: Work) -> bool:
     """Whether a microbenchmark's Work calibrates an op's kernel: it moves bytes or does math (a
     dispatch or launch case of no work calibrates the host's cost per op alone)."""
-    return any(v > 0 for v in work.flops.values()) or any(v > 0 for v in work.bytes.values())
+    return work.total_flops > 0 or work.total_bytes > 0
 
 
 def split_runs(runs: Sequence[Run]) -> tuple[list[Observation], list[CaseRecord]]:

@@ -21,7 +21,7 @@ from typing import Mapping
 
 from ..errors import UsageError
 
-__all__ = ["ENGINES", "VIDUR_A100_SOURCE", "engine_step_s"]
+__all__ = ["ENGINES", "VIDUR_A100_SOURCE", "engine_step_s", "engine_step_source"]
 
 VIDUR_A100_SOURCE = (
     "Vidur's vLLM CPU-overhead profile (microsoft/vidur, data/profiling/a100/cpu_overheads.csv, "
@@ -44,8 +44,10 @@ VLLM_STEP_MS: Mapping[int, tuple[tuple[int, float], ...]] = {
 #: over the tensor-parallel degree, is taken out of the measured step.
 VIDUR_LOGITS_BYTES = 32000 * 4096 * 2
 VIDUR_DRAM_BYTES_PER_S = 2.039e12
-#: Engines with a measured host time per step: the name a runtime profile gives, and its table.
-ENGINES: Mapping[str, Mapping[int, tuple[tuple[int, float], ...]]] = {"vllm": VLLM_STEP_MS}
+#: Engines with a measured host time per step: the name a runtime profile gives, the source of
+#: its figures and their table.
+ENGINES: Mapping[str, tuple[str, Mapping[int, tuple[tuple[int, float], ...]]]] = {
+    "vllm": (VIDUR_A100_SOURCE, VLLM_STEP_MS)}
 
 
 def _interpolated(points: tuple[tuple[int, float], ...], batch: float) -> float:
@@ -64,8 +66,13 @@ def engine_step_s(engine: str, batch: int, tp: int) -> float:
         raise UsageError(f"no host time per step is known for engine {engine!r}; known: {', '.join(ENGINES)}")
     if batch < 1 or tp < 1:
         raise UsageError(f"an engine step needs a batch and a tensor-parallel degree of at least 1; got {batch}, {tp}")
-    table = ENGINES[engine]
+    _, table = ENGINES[engine]
     degree = max((d for d in table if d <= tp), default=min(table))
     step_ms = _interpolated(table[degree], batch)
     logits_ms = VIDUR_LOGITS_BYTES / degree / VIDUR_DRAM_BYTES_PER_S * 1e3
     return (step_ms - logits_ms) * 1e-3
+
+
+def engine_step_source(engine: str) -> str:
+    """Where ``engine``'s host time per step comes from, as a prediction cites it."""
+    return f"{engine} host time per step: {ENGINES[engine][0]}"

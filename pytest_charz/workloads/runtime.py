@@ -112,8 +112,9 @@ class RuntimeProfile:
     engine: str | None = None
 
     def replays(self, phase: str | None) -> bool:
-        """Whether a graph of ``phase`` is replayed (None: a graph of no known phase)."""
-        return self.graph_replay and (self.replay_phases is None or phase in self.replay_phases)
+        """Whether a graph of ``phase`` is replayed (None, no known phase: whether the profile
+        replays graphs at all)."""
+        return self.graph_replay and (self.replay_phases is None or phase is None or phase in self.replay_phases)
 
     def step_s(self, params: Mapping[str, Any]) -> float:
         """The engine's host time for one step of a graph with ``params`` (its ``batch`` and
@@ -252,14 +253,13 @@ def profile_figures(named: RuntimeProfile, graph: "Graph | None") -> tuple[bool,
     """``(graph replay, engine step s, its source)`` of the profile ``named`` for ``graph`` (None: a
     graph of no known phase or parameters: replayed as the profile says of every phase, a step of
     one sequence on one device), the one reading ``predict_graph`` and the simulator share."""
-    phase = graph.phase if graph is not None else None
-    replay = named.replays(phase) if graph is not None else named.graph_replay
+    replay = named.replays(graph.phase if graph is not None else None)
     step_s = named.step_s(graph.params if graph is not None else {})
-    if not step_s:
+    if not step_s or named.engine is None:
         return replay, 0.0, ""
-    from .engines import VIDUR_A100_SOURCE
+    from .engines import engine_step_source
 
-    return replay, step_s, f"{named.engine} host time per step: {VIDUR_A100_SOURCE}"
+    return replay, step_s, engine_step_source(named.engine)
 
 
 def _runtime_of(ceilings: "Ceilings", profile: Mapping[str, Any] | None, host_dispatch_s: float | None,
