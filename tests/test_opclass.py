@@ -11,6 +11,7 @@ from pytest_charz.models.ceilings_profile import read_op_costs
 from pytest_charz.models.opclass import (CPU_ROW_PASSES, FRESH_OUTPUT_BYTES, GEMM_HALF_DIM, NORM_REDUCTIONS, PASSES,
                                         OpClassModel,
                                         gemm_shape_efficiency, output_bytes, residency)
+from pytest_charz.models.layernorm_costs import fit_layernorm, layernorm_point
 from pytest_charz.models.opclass_costs import OpCosts, case_rate, framework_of, op_class_of
 from pytest_charz.models.registry import get_model
 from pytest_charz.models.roofline import roofline_floor_s
@@ -183,17 +184,18 @@ def test_a_layer_norm_takes_the_measured_layer_norm_rate_and_profile_and_calibra
     assert timed.predict(layer, ceilings()).breakdown["compute:fp32"] == pytest.approx(n / 2e9)
     # an RMS norm is no layer norm: its sum of squares keeps the reduction rate
     assert timed.predict(rms, ceilings()).breakdown == base.predict(rms, ceilings()).breakdown
-    # one reading of the rate for the profile and the calibration: the fastest layer norm case,
-    # net of its dispatch; a workload's layer norm (held out) sets none, however fast
+    # one reading of the rate for the profile and the calibration: with too few cases to part a
+    # row from its elements, the fastest layer norm case, net of its dispatch; a workload's layer
+    # norm (held out) sets none, however fast
     dispatch = 2e-6
     suite = [(Work(flops=7.0 * r * w, bytes=(2 * r + 2) * w * 4.0, launches=1, op="norm",
                    shape={"rows": r, "width": w, "dtype": "fp32", "framework": "torch"}), seconds)
              for (r, w), seconds in (((32, 384), 5.2e-6), ((64, 512), 10.5e-6), ((512, 1024), 170e-6))]
     held_out = (Work(flops=7.0 * 256 * 768, bytes=1.6e6, launches=1, op="norm",
                      shape={"rows": 256, "width": 768, "framework": "torch", "workload": "layernorm-256x768"}), 20e-6)
-    assert case_rate(*held_out, dispatch) is None
+    assert layernorm_point(*held_out, dispatch) is None and case_rate(*held_out, dispatch) is None
     expected = 64 * 512 / (10.5e-6 - dispatch)
-    assert case_rate(*suite[1], dispatch) == ("layernorm:fp32", pytest.approx(expected))
+    assert fit_layernorm(layernorm_point(w, t, dispatch) for w, t in suite)["fp32"].rate == pytest.approx(expected)
     observed = [Observation(f"norm-{i}", "cpu", work, seconds) for i, (work, seconds) in enumerate([*suite, held_out])]
     dispatch_case = Observation("dispatch", "cpu", Work(launches=1, op="dispatch", shape={"framework": "torch"}), dispatch)
     calibrated = measured_op_costs([*observed, dispatch_case])
@@ -205,6 +207,48 @@ def test_a_layer_norm_takes_the_measured_layer_norm_rate_and_profile_and_calibra
     # and the profile's figure reaches the model
     profile = {**PROFILE, "ceilings": [*PROFILE["ceilings"], {"name": "layernorm:fp32", "value": expected}]}
     assert read_op_costs(profile).layernorm("fp32") == pytest.approx(expected)
+
+
+def test_a_layer_norm_pays_per_row_as_the_suite_measured_it() -> None:
+    # failure kind: one rate per element read from the widest case priced 512 rows of 128 floats
+    # like 64 rows of 1024 (the same elements): on a Xeon core torch.layer_norm took 33 and 18 us,
+    # and a BERT's and a ViT's norms of a few rows of 128 read +13..+18% replayed
+    call, row, per_element, dispatch = 0.9e-6, 0.03e-6, 0.3e-9, 0.8e-6
+    shapes = ((1, 128), (64, 128), (512, 128), (8, 256), (32, 384), (64, 512), (256, 1024), (4096, 1024))
+
+    def norm(r: int, w: int, **extra: object) -> Work:
+        return Work(flops=7.0 * r * w, bytes=(2 * r + 2) * w * 4.0, launches=1, op="norm",
+                    shape={"rows": r, "width": w, "dtype": "fp32", "framework": "torch", **extra})
+
+    suite = [(norm(r, w), dispatch + call + row * r + per_element * r * w) for r, w in shapes]
+    fit = fit_layernorm(layernorm_point(w, t, dispatch) for w, t in suite)["fp32"]
+    assert fit.rate == pytest.approx(1 / per_element, rel=1e-6) and fit.row_s == pytest.approx(row, rel=1e-6)
+    # the calibration and the profile read the same figures from the same cases
+    observed = [Observation(f"norm-{i}", "cpu", work, seconds) for i, (work, seconds) in enumerate(suite)]
+    dispatch_case = Observation("dispatch", "cpu", Work(launches=1, op="dispatch", shape={"framework": "torch"}), dispatch)
+    calibrated = measured_op_costs([*observed, dispatch_case])
+    assert calibrated.layernorm("fp32") == pytest.approx(fit.rate) and calibrated.layernorm_row("fp32") == pytest.approx(row)
+    cases = [make_case(f"norm-{i}", work.to_json(), seconds) for i, (work, seconds) in enumerate(suite)]
+    figures = {f.name: f for f in opclass_rates(cases, {"torch": dispatch})}
+    assert figures["layernorm:fp32"].value == pytest.approx(fit.rate)
+    assert (figures["layernorm-row:fp32"].value, figures["layernorm-row:fp32"].unit) == (pytest.approx(row), "s")
+    profile = {**PROFILE, "ceilings": [*PROFILE["ceilings"],
+                                       *({"name": f.name, "value": f.value, "unit": f.unit} for f in figures.values())]}
+    costs = read_op_costs(profile)
+    assert costs.layernorm_row("fp32") == pytest.approx(row)
+    # the model charges the rows: many narrow rows cost more than few wide ones of the same
+    # elements, by the rows between them, and a graph's norm without a row count takes its rows
+    # from its width
+    timed = rates_model().with_costs(costs)
+    narrow = timed.predict(norm(512, 128), ceilings()).breakdown["compute:fp32"]
+    wide = timed.predict(norm(64, 1024), ceilings()).breakdown["compute:fp32"]
+    assert narrow - wide == pytest.approx((512 - 64) * row, rel=1e-6)
+    captured = Work(flops=7.0 * 512 * 128, bytes=2.0 * 512 * 128 * 4, launches=1, op="norm",
+                    shape={"elements": 512 * 128, "width": 128})
+    assert timed.predict(captured, ceilings()).breakdown["compute:fp32"] == pytest.approx(narrow)
+    # no per-row figure: the rows cost nothing beyond their elements, as before
+    assert rates_model().with_costs(OpCosts(layernorm_per_s=costs.layernorm_per_s)).predict(
+        norm(512, 128), ceilings()).breakdown["compute:fp32"] == pytest.approx(512 * 128 / fit.rate)
 
 
 def test_the_calibration_floor_charges_dram_counted_bytes_where_the_model_does() -> None:

@@ -21,6 +21,7 @@ from typing import Iterable, Sequence, Union
 from ..errors import FormatError, UsageError
 from ..models.base import Uncovered
 from ..models.ceilings import Ceilings
+from ..models.layernorm_costs import fit_layernorm_cases
 from ..models.model_code import ModelCodeCase, fit_model_code, is_model_code_case
 from ..models.opclass_costs import (MODULE_CALL, MODULE_COLD, OpCosts, case_rate, framework_of,
                                     is_workload, op_class_of)
@@ -190,7 +191,8 @@ def measured_op_costs(cases: Sequence[Observation]) -> OpCosts:
     """Op-class figures measured on ``cases``: the best GEMM FLOP/s per dtype, the median host
     dispatch per framework op (the runtime suite's dispatch cases), the best ``exp`` elements/s
     per dtype (the best of any transcendental function where no ``exp`` was measured), the best
-    reduction and layer norm elements/s per dtype net of the op's dispatch (:func:`row_rates`), the median
+    reduction elements/s per dtype net of the op's dispatch (:func:`reduction_rates`), a layer
+    norm's elements/s and seconds per row (:func:`layer_norm_figures`), the median
     seconds per fresh page of a framework's allocations (the runtime suite's fresh-page case).
     Each figure's source names the cases it rests on."""
     gemm: dict[str, float] = {}
@@ -234,20 +236,32 @@ def measured_op_costs(cases: Sequence[Observation]) -> OpCosts:
         {d: Figure(v, f"{source}: best {d} {'exp' if of_exp else 'transcendental'} elements/s")
          for d, (of_exp, v) in transcendental.items()},
         {f: Figure(statistics.median(v), f"{source}: median {f} seconds per fresh page") for f, v in fresh.items()},
-        *(row_rates(cases, OpCosts(dispatch_s=dispatch_figures), source, quantity) for quantity in ("reduction", "layernorm")))
+        reduction_rates(cases, OpCosts(dispatch_s=dispatch_figures), source),
+        *layer_norm_figures(cases, OpCosts(dispatch_s=dispatch_figures), source))
 
 
-def row_rates(cases: Sequence[Observation], costs: OpCosts, source: str, quantity: str) -> dict[str, Figure]:
-    """Best elements/s per dtype of ``quantity`` (``reduction`` or ``layernorm``) over the cases
-    that set it, each net of its dispatch (:func:`~pytest_charz.models.opclass_costs.case_rate`,
-    the profile's reading too)."""
+def reduction_rates(cases: Sequence[Observation], costs: OpCosts, source: str) -> dict[str, Figure]:
+    """Best reduction elements/s per dtype over the cases that set it, each net of its dispatch
+    (:func:`~pytest_charz.models.opclass_costs.case_rate`, the profile's reading too)."""
     best: dict[str, float] = {}
     for case in cases:
         found = case_rate(case.work, case.measured_s, costs.dispatch(framework_of(case.work)))
-        if found is not None and found[0].startswith(f"{quantity}:"):
+        if found is not None:
             dtype = found[0].split(":", 1)[1]
             best[dtype] = max(best.get(dtype, 0.0), found[1])
-    return {d: Figure(v, f"{source}: best {d} {quantity} elements/s net of dispatch") for d, v in best.items()}
+    return {d: Figure(v, f"{source}: best {d} reduction elements/s net of dispatch") for d, v in best.items()}
+
+
+def layer_norm_figures(cases: Sequence[Observation], costs: OpCosts, source: str
+                       ) -> tuple[dict[str, Figure], dict[str, Figure]]:
+    """A layer norm's elements/s and seconds per row per dtype, fitted over the cases
+    (:func:`~pytest_charz.models.layernorm_costs.fit_layernorm_cases`, the profile's reading too)."""
+    dispatch = {name: figure.value for name, figure in costs.dispatch_s.items()}
+    fits = fit_layernorm_cases([(case.work, case.measured_s) for case in cases], dispatch)
+    rates = {d: Figure(f.rate, f"{source}: {d} layer norm elements/s, {f.how}") for d, f in fits.items()}
+    rows = {d: Figure(f.row_s, f"{source}: {d} layer norm seconds per row, {f.how}")
+            for d, f in fits.items() if f.row_s > 0}
+    return rates, rows
 
 
 def net_bandwidths(cases: Sequence[Observation], costs: OpCosts) -> dict[str, Figure]:

@@ -22,7 +22,8 @@ Per op class (:func:`~.opclass_costs.op_class_of`) the kernel's terms are:
   (``OpCosts.reduction_per_s``), exponentials at the measured ``exp`` rate, the rest at the
   vector peak; the compute of the passes adds up. A layer norm's compute is its elements at the
   measured layer norm rate where there is one (``OpCosts.layernorm_per_s``: Welford updates are a
-  dependency chain, no sum, :func:`~.opclass_costs.case_rate`). Memory: the minimal bytes once at their
+  dependency chain, no sum) plus its rows at the measured seconds per row
+  (``OpCosts.layernorm_row_s``; both fitted by :mod:`.layernorm_costs`). Memory: the minimal bytes once at their
   residency, and the further traversals (``CPU_ROW_PASSES[class] - 1`` times the minimal bytes)
   at the level one row (``shape["width"]`` elements in and out) fits in, where each pass finds
   it. Elsewhere ``PASSES[class]`` times the minimal bytes, softmax's exponentials beside them.
@@ -221,8 +222,11 @@ def row_pass_terms(work: Work, op_class: str, ceilings: Ceilings, costs: OpCosts
         kind = "rms" if str(work.shape.get("norm", "")) == "rms" else "layer"
         whole = costs.layernorm(dtype) if kind == "layer" else None
         if whole is not None:
-            # the measured layer norm rate is the whole kernel's: moments and normalising
-            seconds, rest_flops = elements / whole, 0.0
+            # the measured layer norm figures are the whole kernel's: moments and normalising,
+            # per element and per row (the row's fold and loop setup, :mod:`.layernorm_costs`)
+            width = shape_dim(work.shape, "width")
+            rows = shape_dim(work.shape, "rows") or (elements / width if width else 0.0)
+            seconds, rest_flops = elements / whole + rows * costs.layernorm_row(dtype), 0.0
         else:
             reductions = NORM_REDUCTIONS[kind] * elements
             measured, seconds = _reduction_s(reductions, dtype, ceilings, costs)

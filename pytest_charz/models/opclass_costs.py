@@ -9,7 +9,8 @@ PyTorch eager op on the development VMs), and a transcendental function's throug
 throughput per dtype (``reduction:<dtype>``, elements per second a ``sum`` folds, net of its
 dispatch: the max and sum passes of a softmax, an RMS norm's squares), a whole layer norm's
 throughput per dtype (``layernorm:<dtype>``, elements per second, net of its dispatch: its
-Welford moments are no sum, :func:`case_rate`), and what a page the
+Welford moments are no sum) and its cost per row (``layernorm-row:<dtype>``, seconds: both read
+by :mod:`.layernorm_costs`), and what a page the
 framework's allocator takes fresh from the operating system costs (``fresh-page:<framework>``:
 the mapping, the first-touch fault that zeroes the page, the unmapping; 1.7 us per 4 KiB page on
 the development VMs). A figure nobody measured
@@ -91,7 +92,7 @@ OP_CLASSES = tuple(dict.fromkeys(CLASS_OF_OP.values()))
 GEMM_CLASSES = frozenset({"gemm", "bmm", "conv", "attention"})
 #: The figure maps of :class:`OpCosts`, in its fields' order.
 _FIELDS = ("gemm_flops_per_s", "dispatch_s", "transcendental_per_s", "fresh_page_s", "reduction_per_s",
-           "layernorm_per_s")
+           "layernorm_per_s", "layernorm_row_s")
 
 
 def op_class_of(work: Work) -> str:
@@ -191,34 +192,25 @@ def is_workload(work: Work) -> bool:
 def case_rate(work: Work, seconds: float, dispatch_s: float | None) -> tuple[str, float] | None:
     """The rate a microbenchmark case of ``work`` measured in ``seconds`` sets, as a figure name
     and elements per second net of its dispatch (``elements / (seconds - launches x
-    dispatch_s)``); None for a case that sets none. The one reading of these rates, for the
-    capability profile (:mod:`pytest_charz.profile.opclass_rates`) and the calibration
-    (:func:`pytest_charz.calibration.observations.measured_op_costs`) alike:
-
-    * ``reduction:<dtype>``: a ``sum`` over ``shape["elements"]`` (:func:`sums_elements`), the rate
-      of a softmax's max and sum passes and an RMS norm's sum of squares.
-    * ``layernorm:<dtype>``: a layer norm over ``shape["rows"] x shape["width"]``, the whole
-      kernel's rate. ATen's row moments are Welford updates whose mean and M2 each carry a
-      dependency from one element to the next within a vector lane; a sum folds into independent
-      accumulators. On the recorded Xeon run a layer norm of 64 x 512 took 0.26 ns per element net
-      of dispatch, a sum of 256 Ki elements 0.032: 8x, where the four vector ops of an update at
-      the sum's rate made 4x and left the held-out 256 x 768 norm +55-69% over its prediction.
+    dispatch_s)``); None for a case that sets none. The one reading of the reduction rate
+    (``reduction:<dtype>``: a ``sum`` over ``shape["elements"]``, :func:`sums_elements`, the rate
+    of a softmax's max and sum passes and an RMS norm's sum of squares), for the capability
+    profile (:mod:`pytest_charz.profile.opclass_rates`) and the calibration
+    (:func:`pytest_charz.calibration.observations.measured_op_costs`) alike. A layer norm's figures
+    are fitted over its cases together (:mod:`.layernorm_costs`): its Welford moments are no sum
+    (on the recorded Xeon run a layer norm of 64 x 512 took 0.26 ns per element net of dispatch,
+    a sum of 256 Ki elements 0.032), and its rows cost beyond its elements.
 
     A case whose time is under twice its dispatch sets none (its rate would be its dispatch's
     noise), nor does a workload's op (:func:`is_workload`)."""
-    if is_workload(work) or len(work.flops) != 1 or not work.launches:
+    if is_workload(work) or len(work.flops) != 1 or not work.launches or not sums_elements(work):
         return None
     (dtype, flops), = work.flops.items()
-    if sums_elements(work):
-        name, elements = "reduction", float(work.shape.get("elements") or flops)
-    elif is_layer_norm(work) and shape_dim(work.shape, "rows") and shape_dim(work.shape, "width"):
-        name, elements = "layernorm", float(work.shape["rows"]) * float(work.shape["width"])
-    else:
-        return None
+    elements = float(work.shape.get("elements") or flops)
     spent = work.launches * (dispatch_s or 0.0)
     if not (elements > 0 and seconds > 0) or seconds < 2 * spent:
         return None
-    return f"{name}:{dtype}", elements / (seconds - spent)
+    return f"reduction:{dtype}", elements / (seconds - spent)
 
 
 def module_calls(work: Work) -> float | None:
@@ -297,7 +289,8 @@ def _check_figures(name: str, figures: Mapping[str, Any], keys: tuple[str, ...])
 class OpCosts:
     """Measured op-class figures: GEMM FLOP/s and transcendental elements/s per dtype, host
     dispatch seconds per framework op, seconds per fresh page of a framework's allocations,
-    reduction and layer norm elements/s per dtype. Every figure is a :class:`Figure` with its source."""
+    reduction and layer norm elements/s per dtype, a layer norm's seconds per row per dtype
+    (:mod:`.layernorm_costs`). Every figure is a :class:`Figure` with its source."""
 
     gemm_flops_per_s: Mapping[str, Figure] = field(default_factory=dict)
     dispatch_s: Mapping[str, Figure] = field(default_factory=dict)
@@ -305,6 +298,7 @@ class OpCosts:
     fresh_page_s: Mapping[str, Figure] = field(default_factory=dict)
     reduction_per_s: Mapping[str, Figure] = field(default_factory=dict)
     layernorm_per_s: Mapping[str, Figure] = field(default_factory=dict)
+    layernorm_row_s: Mapping[str, Figure] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gemm_flops_per_s", _check_figures("gemm_flops_per_s", self.gemm_flops_per_s, DTYPES))
@@ -314,6 +308,7 @@ class OpCosts:
         object.__setattr__(self, "fresh_page_s", _check_figures("fresh_page_s", self.fresh_page_s, FRAMEWORKS))
         object.__setattr__(self, "reduction_per_s", _check_figures("reduction_per_s", self.reduction_per_s, DTYPES))
         object.__setattr__(self, "layernorm_per_s", _check_figures("layernorm_per_s", self.layernorm_per_s, DTYPES))
+        object.__setattr__(self, "layernorm_row_s", _check_figures("layernorm_row_s", self.layernorm_row_s, DTYPES))
 
     def gemm(self, dtype: str) -> float | None:
         figure = self.gemm_flops_per_s.get(dtype)
@@ -338,6 +333,12 @@ class OpCosts:
         dtype not measured), None when none was measured."""
         figure = self.layernorm_per_s.get(dtype) or self.layernorm_per_s.get("fp32")
         return figure.value if figure is not None else None
+
+    def layernorm_row(self, dtype: str) -> float:
+        """Seconds a layer norm of ``dtype`` spends per row beyond its elements (fp32's for a dtype
+        not measured; :mod:`.layernorm_costs`), 0.0 when none was measured."""
+        figure = self.layernorm_row_s.get(dtype) or self.layernorm_row_s.get("fp32")
+        return figure.value if figure is not None else 0.0
 
     def fresh_page(self, framework: str) -> float | None:
         """Seconds per fresh page of ``framework``'s allocations; a variant of a framework

@@ -61,14 +61,17 @@ def _scaled(figures: Any, scale: float, why: str) -> dict[str, Figure]:
 
 
 def _scaled_model(model: Any, scale: float, why: str) -> Any:
-    """``model`` with its measured compute rates (an op-class model's GEMM, transcendental and
-    reduction figures) scaled by ``scale``; the model itself when it has none."""
+    """``model`` with its measured compute rates (an op-class model's GEMM, transcendental,
+    reduction and layer norm figures) scaled by ``scale``, and a layer norm's seconds per row by
+    its inverse; the model itself when it has none."""
     costs = getattr(model, "costs", None)
     if costs is None or not dataclasses.is_dataclass(model) or not dataclasses.is_dataclass(costs):
         return model
     rates = {name: _scaled(getattr(costs, name), scale, why)
              for name in ("gemm_flops_per_s", "transcendental_per_s", "reduction_per_s", "layernorm_per_s")
              if getattr(costs, name, None)}
+    if getattr(costs, "layernorm_row_s", None):   # seconds, not a rate: they scale the other way
+        rates["layernorm_row_s"] = _scaled(costs.layernorm_row_s, 1.0 / scale, why)
     return dataclasses.replace(model, costs=dataclasses.replace(costs, **rates)) if rates else model
 
 
