@@ -17,8 +17,9 @@ for every class; it is fitted so that it does not leak into the per-row figure, 
 ``rate`` and ``row_s`` are the profile's ``layernorm:<dtype>`` (elements/s) and
 ``layernorm-row:<dtype>`` (seconds per row) and the calibration's, read by the one function
 here. Where the cases cannot separate a row from its elements (fewer than
-:data:`MIN_CASES` of them, or one width, or one row count), the rate is the fastest case's and
-there is no per-row figure, as before the per-row term existed.
+:data:`MIN_CASES` of them, rows of too alike widths, :data:`MIN_WIDTH_SPREAD`, or one row
+count), the rate is the fastest case's and there is no per-row figure, as before the per-row
+term existed.
 """
 from __future__ import annotations
 
@@ -32,6 +33,11 @@ from .opclass_costs import framework_of, is_layer_norm, is_workload, shape_dim
 
 #: Fewest cases of a dtype for three figures (call, row, element) to be fitted.
 MIN_CASES = 4
+#: Widest over narrowest row of the cases for a row's cost to be told from its elements': across
+#: rows of 384-1024 floats only (the op-class suite of the recorded Zen 3 run, whose 8 x 256 case
+#: was under twice its dispatch) the fit put 124 ns on a row and a BERT's 32 x 128 norms read
+#: +359%; the suite's rows of 128-1024 part them.
+MIN_WIDTH_SPREAD = 4.0
 #: Relative error past which a case's pull on the fit grows linearly, not quadratically (a soft
 #: L1 loss): the suite's largest norm (4096 x 1024, 32 MiB moved) took 1.47, 2.07 and 1.98 ms in
 #: three rounds on a Xeon guest, a neighbour's memory traffic, where the others moved by 1-10%;
@@ -79,8 +85,9 @@ def layernorm_point(work: Work, seconds: float, dispatch_s: float | None) -> Lay
 
 def _fit_one(points: Sequence[LayerNormPoint]) -> LayerNormFit:
     fastest = max(p.elements / p.net_s for p in points)
-    widths = {round(p.elements / p.rows) for p in points}
-    if len(points) >= MIN_CASES and len(widths) >= 2 and len({p.rows for p in points}) >= 2:
+    widths = [p.elements / p.rows for p in points]
+    if len(points) >= MIN_CASES and max(widths) >= MIN_WIDTH_SPREAD * min(widths) \
+            and len({p.rows for p in points}) >= 2:
         from scipy.optimize import least_squares
 
         times = np.array([p.net_s for p in points])
