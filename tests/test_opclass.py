@@ -463,3 +463,28 @@ def test_an_accelerators_softmax_keeps_its_two_passes() -> None:
     work = Work(flops={"bf16": 5.0 * rows * width}, bytes=moved, op="softmax", shape={"rows": rows, "width": width})
     breakdown = OpClassModel().predict(work, gpu).breakdown
     assert breakdown["memory:dram"] == pytest.approx(PASSES["softmax"] * moved / gpu.bandwidth("dram"))
+
+
+def test_the_exp_rate_is_read_once_net_of_dispatch_for_profile_and_calibration() -> None:
+    # failure kind: the profile read the exp rate net of dispatch and the calibration whole, so a
+    # profile-only prediction and a calibrated one priced a softmax's exponentials apart
+    dispatch = 1e-6
+
+    def exp(n: int, function: str = "exp") -> Work:
+        return Work(flops=float(n), bytes=8.0 * n, launches=1, op="elementwise",
+                    shape={"elements": n, "transcendental": True, "function": function, "framework": "torch"})
+
+    suite = [(exp(1 << 12), 3e-6), (exp(1 << 20), 400e-6), (exp(1 << 20, "tanh"), 900e-6)]
+    expected = (1 << 20) / (400e-6 - dispatch)
+    assert case_rate(*suite[1], dispatch) == ("transcendental:fp32", pytest.approx(expected))
+    assert case_rate(*suite[2], dispatch)[0] == "transcendental.tanh:fp32"
+    dispatch_case = Observation("dispatch", "cpu", Work(launches=1, op="dispatch", shape={"framework": "torch"}), dispatch)
+    observed = [Observation(f"t-{i}", "cpu", work, seconds) for i, (work, seconds) in enumerate(suite)]
+    assert measured_op_costs([*observed, dispatch_case]).transcendental("fp32") == pytest.approx(expected)
+    cases = [make_case(f"t-{i}", work.to_json(), seconds) for i, (work, seconds) in enumerate(suite)]
+    (figure,) = opclass_rates(cases, {"torch": dispatch})
+    assert (figure.name, figure.value) == ("transcendental:fp32", pytest.approx(expected))
+    # with no exp case, the calibration's exponentials take the best other function's rate
+    only_tanh = measured_op_costs([observed[2], dispatch_case])
+    assert only_tanh.transcendental("fp32") == pytest.approx((1 << 20) / (900e-6 - dispatch))
+    assert "no exp case" in only_tanh.transcendental_per_s["fp32"].source

@@ -190,14 +190,13 @@ def _launch_overhead(launches: Sequence[tuple[str, float]], source: str) -> Figu
 def measured_op_costs(cases: Sequence[Observation]) -> OpCosts:
     """Op-class figures measured on ``cases``: the best GEMM FLOP/s per dtype, the median host
     dispatch per framework op (the runtime suite's dispatch cases), the best ``exp`` elements/s
-    per dtype (the best of any transcendental function where no ``exp`` was measured), the best
-    reduction elements/s per dtype net of the op's dispatch (:func:`reduction_rates`), a layer
+    per dtype (the best of any transcendental function where no ``exp`` was measured) and the best
+    reduction elements/s per dtype, net of the op's dispatch (:func:`case_rates`), a layer
     norm's elements/s and seconds per row (:func:`layer_norm_figures`), the median
     seconds per fresh page of a framework's allocations (the runtime suite's fresh-page case).
     Each figure's source names the cases it rests on."""
     gemm: dict[str, float] = {}
     dispatch: dict[str, list[float]] = {}
-    transcendental: dict[str, tuple[bool, float]] = {}   # dtype -> (of exp, elements/s)
     fresh: dict[str, list[float]] = {}
     model_code: list[ModelCodeCase] = []
     for case in cases:
@@ -211,13 +210,6 @@ def measured_op_costs(cases: Sequence[Observation]) -> OpCosts:
             dispatch.setdefault(framework_of(work), []).append(time_s / work.launches)
         elif work.op == "allocation" and float(work.shape.get("pages") or 0) > 0:
             fresh.setdefault(framework_of(work), []).append(time_s / float(work.shape["pages"]))
-        elif op_class_of(work) == "transcendental" and len(work.flops) == 1:
-            (dtype, flops), = work.flops.items()
-            elements = float(work.shape.get("elements") or flops)
-            # softmax and attention take their exponentials at exp's rate: an exp case, when
-            # there is one, sets the figure (tanh ran 2.7x slower per element than exp)
-            candidate = (work.shape.get("function") in (None, "exp"), elements / time_s)
-            transcendental[dtype] = max(transcendental.get(dtype, (False, 0.0)), candidate)
     source = f"measured on {len(cases)} calibration case(s)"
     dispatch_figures = {f: Figure(statistics.median(v), f"{source}: median {f} dispatch per op")
                         for f, v in dispatch.items()}
@@ -230,26 +222,34 @@ def measured_op_costs(cases: Sequence[Observation]) -> OpCosts:
         dispatch_figures[MODULE_CALL] = Figure(fitted.per_call_s, how)
         if fitted.cold > 0:
             dispatch_figures[MODULE_COLD] = Figure(fitted.cold, f"{how}, and per second of the ops' own time")
+    dispatched = OpCosts(dispatch_s=dispatch_figures)
+    rates = case_rates(cases, dispatched, source)
     return OpCosts(
         {d: Figure(v, f"{source}: best achieved {d} GEMM FLOP/s") for d, v in gemm.items()},
-        dispatch_figures,
-        {d: Figure(v, f"{source}: best {d} {'exp' if of_exp else 'transcendental'} elements/s")
-         for d, (of_exp, v) in transcendental.items()},
+        dispatch_figures, rates["transcendental"],
         {f: Figure(statistics.median(v), f"{source}: median {f} seconds per fresh page") for f, v in fresh.items()},
-        reduction_rates(cases, OpCosts(dispatch_s=dispatch_figures), source),
-        *layer_norm_figures(cases, OpCosts(dispatch_s=dispatch_figures), source))
+        rates["reduction"], *layer_norm_figures(cases, dispatched, source))
 
 
-def reduction_rates(cases: Sequence[Observation], costs: OpCosts, source: str) -> dict[str, Figure]:
-    """Best reduction elements/s per dtype over the cases that set it, each net of its dispatch
-    (:func:`~pytest_charz.models.opclass_costs.case_rate`, the profile's reading too)."""
-    best: dict[str, float] = {}
+def case_rates(cases: Sequence[Observation], costs: OpCosts, source: str) -> dict[str, dict[str, Figure]]:
+    """Best ``exp`` (``transcendental``) and ``sum`` (``reduction``) elements/s per dtype over the
+    cases that set them, each net of its dispatch (:func:`~pytest_charz.models.opclass_costs.case_rate`,
+    the profile's reading too). Softmax and attention take their exponentials at exp's rate; where
+    no exp case was measured, the best of the other transcendental functions stands in (tanh ran
+    2.7x slower per element than exp), and its source says so."""
+    best: dict[str, dict[str, float]] = {"transcendental": {}, "reduction": {}, "other": {}}
     for case in cases:
         found = case_rate(case.work, case.measured_s, costs.dispatch(framework_of(case.work)))
         if found is not None:
-            dtype = found[0].split(":", 1)[1]
-            best[dtype] = max(best.get(dtype, 0.0), found[1])
-    return {d: Figure(v, f"{source}: best {d} reduction elements/s net of dispatch") for d, v in best.items()}
+            quantity, dtype = found[0].split(":", 1)
+            kind = quantity if quantity in best else "other"   # transcendental.<function>
+            best[kind][dtype] = max(best[kind].get(dtype, 0.0), found[1])
+    net = "elements/s net of dispatch"
+    exp = {d: Figure(v, f"{source}: best {d} exp {net}") for d, v in best["transcendental"].items()}
+    others = {d: Figure(v, f"{source}: best {d} transcendental {net} (no exp case)")
+              for d, v in best["other"].items() if d not in exp}
+    return {"transcendental": {**exp, **others},
+            "reduction": {d: Figure(v, f"{source}: best {d} reduction {net}") for d, v in best["reduction"].items()}}
 
 
 def layer_norm_figures(cases: Sequence[Observation], costs: OpCosts, source: str

@@ -192,25 +192,39 @@ def is_workload(work: Work) -> bool:
 def case_rate(work: Work, seconds: float, dispatch_s: float | None) -> tuple[str, float] | None:
     """The rate a microbenchmark case of ``work`` measured in ``seconds`` sets, as a figure name
     and elements per second net of its dispatch (``elements / (seconds - launches x
-    dispatch_s)``); None for a case that sets none. The one reading of the reduction rate
-    (``reduction:<dtype>``: a ``sum`` over ``shape["elements"]``, :func:`sums_elements`, the rate
-    of a softmax's max and sum passes and an RMS norm's sum of squares), for the capability
-    profile (:mod:`pytest_charz.profile.opclass_rates`) and the calibration
-    (:func:`pytest_charz.calibration.observations.measured_op_costs`) alike. A layer norm's figures
-    are fitted over its cases together (:mod:`.layernorm_costs`): its Welford moments are no sum
-    (on the recorded Xeon run a layer norm of 64 x 512 took 0.26 ns per element net of dispatch,
-    a sum of 256 Ki elements 0.032), and its rows cost beyond its elements.
+    dispatch_s)``); None for a case that sets none. The one reading of these rates, for the
+    capability profile (:mod:`pytest_charz.profile.opclass_rates`) and the calibration
+    (:func:`pytest_charz.calibration.observations.measured_op_costs`) alike:
 
-    A case whose time is under twice its dispatch sets none (its rate would be its dispatch's
-    noise), nor does a workload's op (:func:`is_workload`)."""
-    if is_workload(work) or len(work.flops) != 1 or not work.launches or not sums_elements(work):
+    * ``transcendental:<dtype>``: an ``exp`` (``shape["function"]`` absent or ``exp``) over
+      ``shape["elements"]``, the rate of a softmax's and an attention's exponentials; another
+      function's case reads as ``transcendental.<function>:<dtype>``, which a calibration falls
+      back on where no ``exp`` was measured.
+    * ``reduction:<dtype>``: a ``sum`` over ``shape["elements"]`` (:func:`sums_elements`), the rate
+      of a softmax's max and sum passes and an RMS norm's sum of squares.
+
+    A layer norm's figures are fitted over its cases together (:mod:`.layernorm_costs`): its
+    Welford moments are no sum (on the recorded Xeon run a layer norm of 64 x 512 took 0.26 ns
+    per element net of dispatch, a sum of 256 Ki elements 0.032), and its rows cost beyond its
+    elements. A case whose time is under twice its dispatch sets none (its rate would be its
+    dispatch's noise), nor does a workload's op (:func:`is_workload`)."""
+    if is_workload(work) or len(work.flops) != 1 or not work.launches:
         return None
     (dtype, flops), = work.flops.items()
-    elements = float(work.shape.get("elements") or flops)
+    if sums_elements(work):
+        name = f"reduction:{dtype}"
+    elif op_class_of(work) == "transcendental":
+        function = work.shape.get("function", "exp")
+        name = f"transcendental:{dtype}" if function == "exp" else f"transcendental.{function}:{dtype}"
+    else:
+        return None
+    stated = work.shape.get("elements")
+    elements = float(stated) if isinstance(stated, (int, float)) and not isinstance(stated, bool) and stated > 0 \
+        else flops
     spent = work.launches * (dispatch_s or 0.0)
     if not (elements > 0 and seconds > 0) or seconds < 2 * spent:
         return None
-    return f"reduction:{dtype}", elements / (seconds - spent)
+    return name, elements / (seconds - spent)
 
 
 def module_calls(work: Work) -> float | None:

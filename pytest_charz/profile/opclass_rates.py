@@ -11,7 +11,7 @@
   (``layernorm-<rows>x<width>``) net of dispatch (:mod:`pytest_charz.models.layernorm_costs`):
   its Welford moments are no sum, and a narrow row pays its fold and setup on few elements.
 
-The reduction rate is read by :func:`pytest_charz.models.opclass_costs.case_rate`, the layer
+The exp and reduction rates are read by :func:`pytest_charz.models.opclass_costs.case_rate`, the layer
 norm's by :func:`pytest_charz.models.layernorm_costs.fit_layernorm`, as the calibration reads
 them. A case whose time is less than twice its dispatch gives no figure (its rate would be its
 dispatch's noise), nor does a workload's op. The model reads them with
@@ -22,27 +22,11 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from ..models.layernorm_costs import LayerNormPoint, fit_layernorm, layernorm_point
-from ..models.opclass_costs import case_rate, framework_of, is_workload, op_class_of
+from ..models.opclass_costs import case_rate, framework_of
 from .figures import Case, CaseFigures, time_s
 
-EXP = "exp"
-#: What each figure's rate is, for its note.
+#: What each figure's rate is, for its note (another transcendental function's rate is no figure).
 WHAT = {"transcendental": "exp", "reduction": "sum"}
-
-
-def _exp_rate(case: Case, dispatch: float) -> tuple[str, float] | None:
-    work = case.work
-    if op_class_of(work) != "transcendental" or work.shape.get("function", EXP) != EXP or is_workload(work) \
-            or len(work.flops) != 1 or not work.launches:
-        return None
-    elapsed = time_s(case)
-    (dtype, flops), = work.flops.items()
-    stated = work.shape.get("elements")
-    elements = float(stated) if isinstance(stated, (int, float)) and not isinstance(stated, bool) and stated > 0 \
-        else flops
-    if not (elapsed and elements > 0) or elapsed < 2 * work.launches * dispatch:
-        return None
-    return f"transcendental:{dtype}", elements / (elapsed - work.launches * dispatch)
 
 
 def opclass_rates(cases: Sequence[Case], dispatch_s: Mapping[str, float]) -> list[CaseFigures]:
@@ -56,8 +40,8 @@ def opclass_rates(cases: Sequence[Case], dispatch_s: Mapping[str, float]) -> lis
         if point is not None:
             norms.append((point, case))
             continue
-        found = _exp_rate(case, dispatch) or case_rate(case.work, time_s(case), dispatch)
-        if found is not None:
+        found = case_rate(case.work, time_s(case), dispatch)
+        if found is not None and found[0].split(":", 1)[0] in WHAT:
             rated.setdefault(found[0], []).append((found[1], case))
     figures = []
     for name, found in sorted(rated.items()):
