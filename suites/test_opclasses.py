@@ -284,7 +284,7 @@ def build(torch: Any, op_class: str, dims: tuple[Any, ...], rng: np.random.Gener
         elif op_class == "reduction":
             # s = sum(a): read a once; one add per element
             fn = lambda: torch.sum(a)  # noqa: E731
-            check = lambda: close(fn(), np.array(a.double().sum()), 1e-3)  # noqa: E731
+            check = lambda: close(fn(), a.double().sum().numpy(), 1e-3)  # noqa: E731
             w = work(n, n * FP32, "reduction", {"elements": n})
         else:
             # c = clone(a): read a, write c
