@@ -6,6 +6,7 @@ import pytest
 
 from charz_factories import make_case
 from pytest_charz.calibration.observations import Observation, measured_op_costs
+from pytest_charz.errors import UsageError
 from pytest_charz.models import Ceilings
 from pytest_charz.models.ceilings_profile import read_op_costs
 from pytest_charz.models.opclass import (CPU_ROW_PASSES, FRESH_OUTPUT_BYTES, GEMM_HALF_DIM, NORM_REDUCTIONS, PASSES,
@@ -482,9 +483,43 @@ def test_the_exp_rate_is_read_once_net_of_dispatch_for_profile_and_calibration()
     observed = [Observation(f"t-{i}", "cpu", work, seconds) for i, (work, seconds) in enumerate(suite)]
     assert measured_op_costs([*observed, dispatch_case]).transcendental("fp32") == pytest.approx(expected)
     cases = [make_case(f"t-{i}", work.to_json(), seconds) for i, (work, seconds) in enumerate(suite)]
-    (figure,) = opclass_rates(cases, {"torch": dispatch})
-    assert (figure.name, figure.value) == ("transcendental:fp32", pytest.approx(expected))
+    figures = {f.name: f for f in opclass_rates(cases, {"torch": dispatch})}
+    assert figures["transcendental:fp32"].value == pytest.approx(expected)
     # with no exp case, the calibration's exponentials take the best other function's rate
     only_tanh = measured_op_costs([observed[2], dispatch_case])
     assert only_tanh.transcendental("fp32") == pytest.approx((1 << 20) / (900e-6 - dispatch))
     assert "no exp case" in only_tanh.transcendental_per_s["fp32"].source
+
+
+def test_a_transcendental_op_takes_its_own_functions_measured_rate() -> None:
+    # failure kind: every function's compute was priced at exp's rate and its class curve made up
+    # the difference; gelu's curve then mixed an L2 case bound by its math with an L3 one the model
+    # called bound by its bytes, and the held-out 1 Mi-element gelu read -14..-22% on a Xeon guest
+    dispatch = 1e-6
+
+    def op(function: str, n: int = 1 << 20) -> Work:
+        return Work(flops=float(n), bytes=8.0 * n, launches=1, op="elementwise",
+                    shape={"elements": n, "transcendental": True, "function": function, "framework": "torch"})
+
+    suite = [(op("exp"), 300e-6), (op("gelu"), 400e-6), (op("gelu", 1 << 18), 108e-6)]
+    gelu_rate = (1 << 20) / (400e-6 - dispatch)
+    assert case_rate(*suite[1], dispatch) == ("transcendental.gelu:fp32", pytest.approx(gelu_rate))
+    dispatch_case = Observation("dispatch", "cpu", Work(launches=1, op="dispatch", shape={"framework": "torch"}), dispatch)
+    calibrated = measured_op_costs([*(Observation(f"t-{i}", "cpu", w, t) for i, (w, t) in enumerate(suite)),
+                                    dispatch_case])
+    assert calibrated.transcendental("fp32", "gelu") == pytest.approx(gelu_rate)
+    assert calibrated.transcendental("fp32", "tanh") == calibrated.transcendental("fp32")  # not measured: exp's
+    # the profile carries the function's figure and the model reads it back
+    cases = [make_case(f"t-{i}", w.to_json(), t) for i, (w, t) in enumerate(suite)]
+    figures = {f.name: f for f in opclass_rates(cases, {"torch": dispatch})}
+    assert figures["transcendental.gelu:fp32"].value == pytest.approx(gelu_rate)
+    profile = {**PROFILE, "ceilings": [*PROFILE["ceilings"],
+                                       *({"name": f.name, "value": f.value} for f in figures.values())]}
+    costs = read_op_costs(profile)
+    assert costs.function_per_s["gelu:fp32"].value == pytest.approx(gelu_rate)
+    timed = rates_model().with_costs(costs)
+    assert timed.predict(op("gelu"), ceilings()).breakdown["compute:fp32"] == pytest.approx((1 << 20) / gelu_rate)
+    assert timed.predict(op("tanh"), ceilings()).breakdown["compute:fp32"] == pytest.approx(
+        (1 << 20) / costs.transcendental("fp32"))
+    with pytest.raises(UsageError):
+        OpCosts(function_per_s={"gelu": Figure(1e9, "measured")})

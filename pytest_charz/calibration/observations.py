@@ -190,8 +190,9 @@ def _launch_overhead(launches: Sequence[tuple[str, float]], source: str) -> Figu
 def measured_op_costs(cases: Sequence[Observation]) -> OpCosts:
     """Op-class figures measured on ``cases``: the best GEMM FLOP/s per dtype, the median host
     dispatch per framework op (the runtime suite's dispatch cases), the best ``exp`` elements/s
-    per dtype (the best of any transcendental function where no ``exp`` was measured) and the best
-    reduction elements/s per dtype, net of the op's dispatch (:func:`case_rates`), a layer
+    per dtype (the best of any transcendental function where no ``exp`` was measured), each other
+    function's own and the best reduction elements/s per dtype, net of the op's dispatch
+    (:func:`case_rates`), a layer
     norm's elements/s and seconds per row (:func:`layer_norm_figures`), the median
     seconds per fresh page of a framework's allocations (the runtime suite's fresh-page case).
     Each figure's source names the cases it rests on."""
@@ -228,28 +229,37 @@ def measured_op_costs(cases: Sequence[Observation]) -> OpCosts:
         {d: Figure(v, f"{source}: best achieved {d} GEMM FLOP/s") for d, v in gemm.items()},
         dispatch_figures, rates["transcendental"],
         {f: Figure(statistics.median(v), f"{source}: median {f} seconds per fresh page") for f, v in fresh.items()},
-        rates["reduction"], *layer_norm_figures(cases, dispatched, source))
+        rates["reduction"], *layer_norm_figures(cases, dispatched, source), function_per_s=rates["function"])
 
 
 def case_rates(cases: Sequence[Observation], costs: OpCosts, source: str) -> dict[str, dict[str, Figure]]:
-    """Best ``exp`` (``transcendental``) and ``sum`` (``reduction``) elements/s per dtype over the
-    cases that set them, each net of its dispatch (:func:`~pytest_charz.models.opclass_costs.case_rate`,
-    the profile's reading too). Softmax and attention take their exponentials at exp's rate; where
-    no exp case was measured, the best of the other transcendental functions stands in (tanh ran
-    2.7x slower per element than exp), and its source says so."""
-    best: dict[str, dict[str, float]] = {"transcendental": {}, "reduction": {}, "other": {}}
+    """Best ``exp`` (``transcendental``) and ``sum`` (``reduction``) elements/s per dtype, and each
+    other transcendental function's per ``<function>:<dtype>`` (``function``), over the cases that
+    set them, each net of its dispatch (:func:`~pytest_charz.models.opclass_costs.case_rate`, the
+    profile's reading too). Softmax and attention take their exponentials at exp's rate; where no
+    exp case was measured, the best of the other functions stands in (tanh ran 2.7x slower per
+    element than exp), and its source says so."""
+    best: dict[str, dict[str, float]] = {"transcendental": {}, "reduction": {}, "function": {}}
     for case in cases:
         found = case_rate(case.work, case.measured_s, costs.dispatch(framework_of(case.work)))
         if found is not None:
             quantity, dtype = found[0].split(":", 1)
-            kind = quantity if quantity in best else "other"   # transcendental.<function>
-            best[kind][dtype] = max(best[kind].get(dtype, 0.0), found[1])
+            kind, _, function = quantity.partition(".")
+            key = f"{function}:{dtype}" if function else dtype
+            kind = "function" if function else kind
+            best[kind][key] = max(best[kind].get(key, 0.0), found[1])
     net = "elements/s net of dispatch"
     exp = {d: Figure(v, f"{source}: best {d} exp {net}") for d, v in best["transcendental"].items()}
-    others = {d: Figure(v, f"{source}: best {d} transcendental {net} (no exp case)")
-              for d, v in best["other"].items() if d not in exp}
-    return {"transcendental": {**exp, **others},
-            "reduction": {d: Figure(v, f"{source}: best {d} reduction {net}") for d, v in best["reduction"].items()}}
+    others: dict[str, float] = {}
+    for key, rate in best["function"].items():
+        dtype = key.rsplit(":", 1)[1]
+        others[dtype] = max(others.get(dtype, 0.0), rate)
+    stand_ins = {d: Figure(v, f"{source}: best {d} transcendental {net} (no exp case)")
+                 for d, v in others.items() if d not in exp}
+    return {"transcendental": {**exp, **stand_ins},
+            "reduction": {d: Figure(v, f"{source}: best {d} reduction {net}") for d, v in best["reduction"].items()},
+            "function": {k: Figure(v, f"{source}: best {k.rsplit(':', 1)[1]} {k.rsplit(':', 1)[0]} {net}")
+                         for k, v in best["function"].items()}}
 
 
 def layer_norm_figures(cases: Sequence[Observation], costs: OpCosts, source: str

@@ -138,7 +138,8 @@ def read_op_costs(profile: Mapping[str, Any]) -> "OpCosts":
     """The op-class figures of a capability profile (:class:`~.opclass_costs.OpCosts`): the
     measured library GEMM per dtype (``gemm:<dtype>``), host dispatch per framework
     (``dispatch:<framework>``, seconds), transcendental (``exp``) and reduction throughput
-    (``transcendental:<dtype>``, ``reduction:<dtype>``, ``layernorm:<dtype>``, elements/s), a layer
+    (``transcendental:<dtype>``, ``transcendental.<function>:<dtype>``, ``reduction:<dtype>``,
+    ``layernorm:<dtype>``, elements/s), a layer
     norm's seconds per row (``layernorm-row:<dtype>``) and seconds per fresh page of a
     framework's allocations (``fresh-page:<framework>``). Other ceilings are ignored; a malformed figure of these is a FormatError."""
     from .opclass_costs import FRAMEWORKS, MODULE_COLD, OpCosts
@@ -147,16 +148,23 @@ def read_op_costs(profile: Mapping[str, Any]) -> "OpCosts":
     target = (profile.get("target") or {}).get("id") or "an unnamed target"
     maps: dict[str, dict[str, Figure]] = {"gemm_flops_per_s": {}, "dispatch_s": {}, "transcendental_per_s": {},
                                           "fresh_page_s": {}, "reduction_per_s": {},
-                                          "layernorm_per_s": {}, "layernorm_row_s": {}}
+                                          "layernorm_per_s": {}, "layernorm_row_s": {}, "function_per_s": {}}
     wanted = {"gemm": ("gemm_flops_per_s", DTYPES, "flops"), "dispatch": ("dispatch_s", FRAMEWORKS, "latency"),
               "transcendental": ("transcendental_per_s", DTYPES, ""),
               "fresh-page": ("fresh_page_s", FRAMEWORKS, "latency"),
               "reduction": ("reduction_per_s", DTYPES, ""), "layernorm": ("layernorm_per_s", DTYPES, ""),
-              "layernorm-row": ("layernorm_row_s", DTYPES, "latency")}
+              "layernorm-row": ("layernorm_row_s", DTYPES, "latency"),
+              "transcendental-function": ("function_per_s", (), "")}
     for entry in profile.get("ceilings") or ():
         name = entry.get("name") if isinstance(entry, Mapping) else None
         quantity, _, key = str(name).partition(":")
-        if quantity not in wanted or key not in wanted[quantity][1]:
+        kind, _, function = quantity.partition(".")
+        if kind == "transcendental" and function:
+            # another function's own rate: transcendental.<function>:<dtype>
+            if not function.isidentifier() or key not in DTYPES:
+                continue
+            quantity, key = "transcendental-function", f"{function}:{key}"
+        elif quantity not in wanted or key not in wanted[quantity][1]:
             continue
         field_name, _, scale = wanted[quantity]
         unit = entry.get("unit")

@@ -13,7 +13,8 @@ Per op class (:func:`~.opclass_costs.op_class_of`) the kernel's terms are:
 * **elementwise, reduction, copy, embedding**: bytes at the bandwidth of the level their working
   set fits in (see residency below), FLOPs at the vector peak.
 * **transcendental**: elements (``shape["elements"]``, else one per FLOP as the IR counts) at the
-  measured transcendental throughput, else ``TRANSCENDENTAL_FLOPS`` vector FLOPs each.
+  measured throughput of its function (``shape["function"]``: ``tanh``, ``gelu``...; ``exp``'s
+  where its own was not measured), else ``TRANSCENDENTAL_FLOPS`` vector FLOPs each.
 * **softmax, norm** on a CPU: the kernel's real passes over each row (ATen's kernels): softmax takes
   the row's max (a reduction), writes ``exp(x - max)`` (an exponential per element), sums it (a
   reduction) and scales it (a multiply); a layer norm takes the row's moments (Welford updates,
@@ -138,8 +139,9 @@ def _elements(work: Work, op_class: str) -> float:
     return work.total_flops / per_element
 
 
-def _transcendental_s(elements: float, dtype: str, ceilings: Ceilings, costs: OpCosts) -> tuple[str, float]:
-    rate = costs.transcendental(dtype)
+def _transcendental_s(elements: float, dtype: str, ceilings: Ceilings, costs: OpCosts,
+                      function: str | None = None) -> tuple[str, float]:
+    rate = costs.transcendental(dtype, function)
     if rate is not None:
         return f"compute:{dtype}", elements / rate
     peak = ceilings.peak(dtype if dtype != "*" else "fp32", "elementwise")
@@ -173,7 +175,9 @@ def kernel_terms(work: Work, ceilings: Ceilings, costs: OpCosts) -> dict[str, fl
             terms[name] = terms.get(name, 0.0) + seconds
         return {**terms, **leveled_memory_terms(work, ceilings)}
     if op_class == "transcendental":
-        name, seconds = _transcendental_s(_elements(work, op_class), work_dtype(work), ceilings, costs)
+        function = work.shape.get("function")
+        name, seconds = _transcendental_s(_elements(work, op_class), work_dtype(work), ceilings, costs,
+                                          function if isinstance(function, str) else None)
         return {name: seconds, **leveled_memory_terms(work, ceilings)}
     if op_class in CPU_ROW_PASSES and ceilings.kind == "cpu":
         return {**row_pass_terms(work, op_class, ceilings, costs), **latency_terms(work, ceilings)}

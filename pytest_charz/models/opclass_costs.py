@@ -5,7 +5,8 @@ the vendor GEMM reached per dtype (``gemm:<dtype>`` in a capability profile: on 
 guest 263 GFLOP/s fp32 against an FMA-chain peak of 546), the host time one framework op costs
 per framework (``dispatch:<framework>``: 0.32 us for a NumPy ufunc call, about 1-3 us for a
 PyTorch eager op on the development VMs), and a transcendental function's throughput per dtype
-(``transcendental:<dtype>``, elements per second of a large ``exp``), a vectorised reduction's
+(``transcendental:<dtype>``, elements per second of a large ``exp``; another function's own,
+``transcendental.<function>:<dtype>``, where its cases measured it), a vectorised reduction's
 throughput per dtype (``reduction:<dtype>``, elements per second a ``sum`` folds, net of its
 dispatch: the max and sum passes of a softmax, an RMS norm's squares), a whole layer norm's
 throughput per dtype (``layernorm:<dtype>``, elements per second, net of its dispatch: its
@@ -92,7 +93,7 @@ OP_CLASSES = tuple(dict.fromkeys(CLASS_OF_OP.values()))
 GEMM_CLASSES = frozenset({"gemm", "bmm", "conv", "attention"})
 #: The figure maps of :class:`OpCosts`, in its fields' order.
 _FIELDS = ("gemm_flops_per_s", "dispatch_s", "transcendental_per_s", "fresh_page_s", "reduction_per_s",
-           "layernorm_per_s", "layernorm_row_s")
+           "layernorm_per_s", "layernorm_row_s", "function_per_s")
 
 
 def op_class_of(work: Work) -> str:
@@ -288,11 +289,15 @@ def gemm_dims(work: Work, op_class: str) -> tuple[float, float, float, float] | 
     return None
 
 
-def _check_figures(name: str, figures: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Figure]:
+def _check_figures(name: str, figures: Mapping[str, Any], keys: tuple[str, ...], functions: bool = False
+                   ) -> dict[str, Figure]:
+    """``figures`` checked: each key one of ``keys`` (``functions``: ``<function>:<key>``)."""
     out: dict[str, Figure] = {}
     for key, figure in figures.items():
-        if key not in keys:
-            raise UsageError(f"OpCosts.{name} key {key!r} is not one of {', '.join(keys)}")
+        function, _, keyed = key.rpartition(":") if functions else ("", "", key)
+        if keyed not in keys or (functions and not function.isidentifier()):
+            shape = "<function>:" if functions else ""
+            raise UsageError(f"OpCosts.{name} key {key!r} is not {shape}one of {', '.join(keys)}")
         if not isinstance(figure, Figure) or not (math.isfinite(figure.value) and figure.value > 0):
             raise UsageError(f"OpCosts.{name}[{key!r}] must be a Figure with a finite positive value, got {figure!r}")
         out[key] = figure
@@ -313,6 +318,7 @@ class OpCosts:
     reduction_per_s: Mapping[str, Figure] = field(default_factory=dict)
     layernorm_per_s: Mapping[str, Figure] = field(default_factory=dict)
     layernorm_row_s: Mapping[str, Figure] = field(default_factory=dict)
+    function_per_s: Mapping[str, Figure] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gemm_flops_per_s", _check_figures("gemm_flops_per_s", self.gemm_flops_per_s, DTYPES))
@@ -323,6 +329,8 @@ class OpCosts:
         object.__setattr__(self, "reduction_per_s", _check_figures("reduction_per_s", self.reduction_per_s, DTYPES))
         object.__setattr__(self, "layernorm_per_s", _check_figures("layernorm_per_s", self.layernorm_per_s, DTYPES))
         object.__setattr__(self, "layernorm_row_s", _check_figures("layernorm_row_s", self.layernorm_row_s, DTYPES))
+        object.__setattr__(self, "function_per_s",
+                           _check_figures("function_per_s", self.function_per_s, DTYPES, functions=True))
 
     def gemm(self, dtype: str) -> float | None:
         figure = self.gemm_flops_per_s.get(dtype)
@@ -332,8 +340,11 @@ class OpCosts:
         figure = self.dispatch_s.get(framework)
         return figure.value if figure is not None else None
 
-    def transcendental(self, dtype: str) -> float | None:
-        figure = self.transcendental_per_s.get(dtype) or self.transcendental_per_s.get("fp32")
+    def transcendental(self, dtype: str, function: str | None = None) -> float | None:
+        """Elements per second of ``function`` (``tanh``, ``gelu``...) in ``dtype`` where its own
+        cases measured it (``function_per_s``), else of ``exp`` (fp32's for a dtype not measured)."""
+        own = self.function_per_s.get(f"{function}:{dtype}") if function else None
+        figure = own or self.transcendental_per_s.get(dtype) or self.transcendental_per_s.get("fp32")
         return figure.value if figure is not None else None
 
     def reduction(self, dtype: str) -> float | None:

@@ -4,6 +4,9 @@
 * ``transcendental:<dtype>``: the fastest ``exp`` case of the op-class suite
   (``suites/test_opclasses.py``, ``exp-<n>``: elements over the time net of the framework's
   dispatch), the rate of a softmax's and an attention's exponentials.
+* ``transcendental.<function>:<dtype>``: the fastest case of another function (``tanh-<n>``,
+  ``gelu-<n>``...), the rate of that function's ops (``exp``'s is the fallback of one not
+  measured).
 * ``reduction:<dtype>``: the fastest ``sum`` case (``sum-<n>``), elements folded per second net of
   dispatch: the rate of a softmax's max and sum passes and an RMS norm's squares.
 * ``layernorm:<dtype>`` and ``layernorm-row:<dtype>``: a layer norm's elements normalised per
@@ -25,7 +28,7 @@ from ..models.layernorm_costs import LayerNormPoint, fit_layernorm, layernorm_po
 from ..models.opclass_costs import case_rate, framework_of
 from .figures import Case, CaseFigures, time_s
 
-#: What each figure's rate is, for its note (another transcendental function's rate is no figure).
+#: What each figure's rate is, for its note (another transcendental function's is its name).
 WHAT = {"transcendental": "exp", "reduction": "sum"}
 
 
@@ -41,12 +44,13 @@ def opclass_rates(cases: Sequence[Case], dispatch_s: Mapping[str, float]) -> lis
             norms.append((point, case))
             continue
         found = case_rate(case.work, time_s(case), dispatch)
-        if found is not None and found[0].split(":", 1)[0] in WHAT:
+        if found is not None:
             rated.setdefault(found[0], []).append((found[1], case))
     figures = []
     for name, found in sorted(rated.items()):
         rate, best = max(found, key=lambda item: item[0])
-        what = WHAT[name.split(":", 1)[0]]
+        kind, _, function = name.split(":", 1)[0].partition(".")
+        what = function or WHAT[kind]
         figures.append(CaseFigures(name, rate, "elements/s", [c for _, c in found], best.id,
                                    notes=[f"fastest {what} case of the op-class suite, elements per second net of "
                                           "its dispatch"]))

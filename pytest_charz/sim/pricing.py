@@ -68,7 +68,8 @@ def _scaled_model(model: Any, scale: float, why: str) -> Any:
     if costs is None or not dataclasses.is_dataclass(model) or not dataclasses.is_dataclass(costs):
         return model
     rates = {name: _scaled(getattr(costs, name), scale, why)
-             for name in ("gemm_flops_per_s", "transcendental_per_s", "reduction_per_s", "layernorm_per_s")
+             for name in ("gemm_flops_per_s", "transcendental_per_s", "function_per_s", "reduction_per_s",
+                          "layernorm_per_s")
              if getattr(costs, name, None)}
     if getattr(costs, "layernorm_row_s", None):   # seconds, not a rate: they scale the other way
         rates["layernorm_row_s"] = _scaled(costs.layernorm_row_s, 1.0 / scale, why)
