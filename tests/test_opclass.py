@@ -508,7 +508,11 @@ def test_a_transcendental_op_takes_its_own_functions_measured_rate() -> None:
     calibrated = measured_op_costs([*(Observation(f"t-{i}", "cpu", w, t) for i, (w, t) in enumerate(suite)),
                                     dispatch_case])
     assert calibrated.transcendental("fp32", "gelu") == pytest.approx(gelu_rate)
-    assert calibrated.transcendental("fp32", "tanh") == calibrated.transcendental("fp32")  # not measured: exp's
+    # a function not measured takes the measured functions' median, not exp's; exp (and a
+    # softmax's exponentials, no function named) keeps exp's
+    assert calibrated.transcendental("fp32", "tanh") == pytest.approx(gelu_rate)
+    assert calibrated.transcendental("fp32", "exp") == calibrated.transcendental("fp32") == pytest.approx(
+        (1 << 20) / (300e-6 - dispatch))
     # the profile carries the function's figure and the model reads it back
     cases = [make_case(f"t-{i}", w.to_json(), t) for i, (w, t) in enumerate(suite)]
     figures = {f.name: f for f in opclass_rates(cases, {"torch": dispatch})}
@@ -519,7 +523,7 @@ def test_a_transcendental_op_takes_its_own_functions_measured_rate() -> None:
     assert costs.function_per_s["gelu:fp32"].value == pytest.approx(gelu_rate)
     timed = rates_model().with_costs(costs)
     assert timed.predict(op("gelu"), ceilings()).breakdown["compute:fp32"] == pytest.approx((1 << 20) / gelu_rate)
-    assert timed.predict(op("tanh"), ceilings()).breakdown["compute:fp32"] == pytest.approx(
+    assert timed.predict(op("exp"), ceilings()).breakdown["compute:fp32"] == pytest.approx(
         (1 << 20) / costs.transcendental("fp32"))
     with pytest.raises(UsageError):
         OpCosts(function_per_s={"gelu": Figure(1e9, "measured")})
