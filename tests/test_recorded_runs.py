@@ -221,6 +221,17 @@ def test_a_run_of_workloads_and_dispatch_cases_is_not_scored_as_calibrated(
     assert "7 workload case(s) and 2 microbenchmark case(s) of no work" in report["skipped"]["opclass"]
 
 
+def test_a_given_calibration_still_scores_a_run_without_kernel_microbenchmarks(
+        processed: Callable[[str], Outputs]) -> None:
+    # the skip above is of a calibration fitted on the run; one given from elsewhere fits nothing
+    # on it, and the run's workloads are scored with it
+    from pytest_charz.validation.workloads import validate_workloads
+
+    given = processed("zen3").calibration_path
+    (scored,) = validate_workloads([RUNS_DIR / RECORDED["zen4"].file], "opclass", calibration=given)
+    assert len(scored.workloads) == 7 and all(math.isfinite(w.error) for w in scored.workloads)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_predictions_from_the_calibration_file_are_of_the_recorded_cpu(
         processed: Callable[[str], Outputs], name: str) -> None:

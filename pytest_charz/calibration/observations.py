@@ -21,7 +21,7 @@ from typing import Iterable, Sequence, Union
 from ..errors import FormatError, UsageError
 from ..models.base import Uncovered
 from ..models.ceilings import Ceilings
-from ..models.layernorm_costs import fit_layernorm_cases
+from ..models.layernorm_costs import fit_layernorm, layernorm_point
 from ..models.model_code import ModelCodeCase, fit_model_code, is_model_code_case
 from ..models.opclass_costs import (MODULE_CALL, MODULE_COLD, OpCosts, case_rate, framework_of,
                                     is_workload, op_class_of)
@@ -239,35 +239,34 @@ def case_rates(cases: Sequence[Observation], costs: OpCosts, source: str) -> dic
     profile's reading too). Softmax and attention take their exponentials at exp's rate; where no
     exp case was measured, the best of the other functions stands in (tanh ran 2.7x slower per
     element than exp), and its source says so."""
-    best: dict[str, dict[str, float]] = {"transcendental": {}, "reduction": {}, "function": {}}
+    best: dict[str, float] = {}   # figure name -> its best rate
     for case in cases:
         found = case_rate(case.work, case.measured_s, costs.dispatch(framework_of(case.work)))
         if found is not None:
-            quantity, dtype = found[0].split(":", 1)
-            kind, _, function = quantity.partition(".")
-            key = f"{function}:{dtype}" if function else dtype
-            kind = "function" if function else kind
-            best[kind][key] = max(best[kind].get(key, 0.0), found[1])
+            best[found[0]] = max(best.get(found[0], 0.0), found[1])
     net = "elements/s net of dispatch"
-    exp = {d: Figure(v, f"{source}: best {d} exp {net}") for d, v in best["transcendental"].items()}
-    others: dict[str, float] = {}
-    for key, rate in best["function"].items():
+    out: dict[str, dict[str, Figure]] = {"transcendental": {}, "reduction": {}, "function": {}}
+    for name, rate in best.items():
+        quantity, dtype = name.split(":", 1)
+        kind, _, function = quantity.partition(".")
+        if function:
+            out["function"][f"{function}:{dtype}"] = Figure(rate, f"{source}: best {dtype} {function} {net}")
+        else:
+            what = "exp" if kind == "transcendental" else kind
+            out[kind][dtype] = Figure(rate, f"{source}: best {dtype} {what} {net}")
+    for key, figure in sorted(out["function"].items(), key=lambda item: -item[1].value):   # fastest first
         dtype = key.rsplit(":", 1)[1]
-        others[dtype] = max(others.get(dtype, 0.0), rate)
-    stand_ins = {d: Figure(v, f"{source}: best {d} transcendental {net} (no exp case)")
-                 for d, v in others.items() if d not in exp}
-    return {"transcendental": {**exp, **stand_ins},
-            "reduction": {d: Figure(v, f"{source}: best {d} reduction {net}") for d, v in best["reduction"].items()},
-            "function": {k: Figure(v, f"{source}: best {k.rsplit(':', 1)[1]} {k.rsplit(':', 1)[0]} {net}")
-                         for k, v in best["function"].items()}}
+        out["transcendental"].setdefault(dtype, Figure(figure.value, f"{source}: best {dtype} transcendental {net} "
+                                                                     "(no exp case)"))
+    return out
 
 
 def layer_norm_figures(cases: Sequence[Observation], costs: OpCosts, source: str
                        ) -> tuple[dict[str, Figure], dict[str, Figure]]:
     """A layer norm's elements/s and seconds per row per dtype, fitted over the cases
-    (:func:`~pytest_charz.models.layernorm_costs.fit_layernorm_cases`, the profile's reading too)."""
-    dispatch = {name: figure.value for name, figure in costs.dispatch_s.items()}
-    fits = fit_layernorm_cases([(case.work, case.measured_s) for case in cases], dispatch)
+    (:func:`~pytest_charz.models.layernorm_costs.fit_layernorm`, the profile's reading too)."""
+    points = (layernorm_point(case.work, case.measured_s, costs.dispatch(framework_of(case.work))) for case in cases)
+    fits = fit_layernorm(point for point in points if point is not None)
     rates = {d: Figure(f.rate, f"{source}: {d} layer norm elements/s, {f.how}") for d, f in fits.items()}
     rows = {d: Figure(f.row_s, f"{source}: {d} layer norm seconds per row, {f.how}")
             for d, f in fits.items() if f.row_s > 0}

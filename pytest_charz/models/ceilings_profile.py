@@ -153,20 +153,19 @@ def read_op_costs(profile: Mapping[str, Any]) -> "OpCosts":
               "transcendental": ("transcendental_per_s", DTYPES, ""),
               "fresh-page": ("fresh_page_s", FRAMEWORKS, "latency"),
               "reduction": ("reduction_per_s", DTYPES, ""), "layernorm": ("layernorm_per_s", DTYPES, ""),
-              "layernorm-row": ("layernorm_row_s", DTYPES, "latency"),
-              "transcendental-function": ("function_per_s", (), "")}
+              "layernorm-row": ("layernorm_row_s", DTYPES, "latency")}
     for entry in profile.get("ceilings") or ():
         name = entry.get("name") if isinstance(entry, Mapping) else None
         quantity, _, key = str(name).partition(":")
         kind, _, function = quantity.partition(".")
-        if kind == "transcendental" and function:
-            # another function's own rate: transcendental.<function>:<dtype>
+        if kind == "transcendental" and function:   # another function's own: transcendental.<function>:<dtype>
             if not function.isidentifier() or key not in DTYPES:
                 continue
-            quantity, key = "transcendental-function", f"{function}:{key}"
-        elif quantity not in wanted or key not in wanted[quantity][1]:
+            field_name, key, scale = "function_per_s", f"{function}:{key}", ""
+        elif quantity in wanted and key in wanted[quantity][1]:
+            field_name, _, scale = wanted[quantity]
+        else:
             continue
-        field_name, _, scale = wanted[quantity]
         unit = entry.get("unit")
         # the model code's cold ops are seconds per second of their own time (unit "s/s")
         value = entry.get("value") if not scale or key == MODULE_COLD else _scaled(entry, "value", scale, unit)

@@ -24,12 +24,12 @@ term existed.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
 from ..work import Work
-from .opclass_costs import framework_of, is_layer_norm, is_workload, shape_dim
+from .opclass_costs import is_layer_norm, is_workload, shape_dim
 
 #: Fewest cases of a dtype for three figures (call, row, element) to be fitted.
 MIN_CASES = 4
@@ -113,14 +113,3 @@ def fit_layernorm(points: Iterable[LayerNormPoint]) -> dict[str, LayerNormFit]:
         by_dtype.setdefault(point.dtype, []).append(point)
     return {dtype: _fit_one(found) for dtype, found in sorted(by_dtype.items())}
 
-
-def fit_layernorm_cases(cases: Iterable[tuple[Work, float]], dispatch_s: Mapping[str, float]
-                        ) -> dict[str, LayerNormFit]:
-    """:func:`fit_layernorm` of ``(work, seconds)`` cases, each net of its framework's dispatch
-    (``dispatch_s`` by :func:`~.opclass_costs.framework_of`)."""
-    points = []
-    for work, seconds in cases:
-        point = layernorm_point(work, seconds, dispatch_s.get(framework_of(work)))
-        if point is not None:
-            points.append(point)
-    return fit_layernorm(points)

@@ -296,8 +296,7 @@ def _check_figures(name: str, figures: Mapping[str, Any], keys: tuple[str, ...],
     for key, figure in figures.items():
         function, _, keyed = key.rpartition(":") if functions else ("", "", key)
         if keyed not in keys or (functions and not function.isidentifier()):
-            shape = "<function>:" if functions else ""
-            raise UsageError(f"OpCosts.{name} key {key!r} is not {shape}one of {', '.join(keys)}")
+            raise UsageError(f"OpCosts.{name} key {key!r} is not {'<function>:' * functions}one of {', '.join(keys)}")
         if not isinstance(figure, Figure) or not (math.isfinite(figure.value) and figure.value > 0):
             raise UsageError(f"OpCosts.{name}[{key!r}] must be a Figure with a finite positive value, got {figure!r}")
         out[key] = figure
@@ -346,9 +345,11 @@ class OpCosts:
         else ``exp``'s, the rate of no function named too (fp32's for a dtype not measured)."""
         if function and function != "exp":
             own = self.function_per_s.get(f"{function}:{dtype}")
+            if own is not None:
+                return own.value
             others = [f.value for key, f in self.function_per_s.items() if key.endswith(f":{dtype}")]
-            if own is not None or others:
-                return own.value if own is not None else statistics.median(others)
+            if others:
+                return statistics.median(others)
         figure = self.transcendental_per_s.get(dtype) or self.transcendental_per_s.get("fp32")
         return figure.value if figure is not None else None
 

@@ -267,10 +267,10 @@ def validate_workloads(runs: Sequence[RunArg], model: str = DEFAULT_MODEL, level
                        calibration: "CalibrationArg" = None) -> list[WorkloadValidation]:
     """Per target (per target and host when the runs are of several hosts) with both
     microbenchmark and workload cases: calibrate ``model`` on the microbenchmarks and score the
-    workloads (module docstring). A machine whose runs hold no workload case is not scored, nor
-    one whose microbenchmarks are all of no work (:func:`priced_work`: dispatch cases alone
-    calibrate no op's kernel, and its ops would be scored at the spec's ceilings under the name
-    of a calibration).
+    workloads (module docstring). A machine whose runs hold no workload case is not scored, nor,
+    when calibrating on the runs, one whose microbenchmarks are all of no work
+    (:func:`priced_work`: dispatch cases alone calibrate no op's kernel, and its ops would be
+    scored at the spec's ceilings under the name of a calibration).
 
     ``calibration`` (a calibration file in any form :func:`pytest_charz.prediction.predict`
     takes): score with it, through the same core, instead of fitting on the runs."""
@@ -285,8 +285,8 @@ def validate_workloads(runs: Sequence[RunArg], model: str = DEFAULT_MODEL, level
     out = []
     for target, members in by_target.items():
         micro, workloads = split_runs(members)
-        if not workloads or not any(priced_work(o.work) for o in micro):
-            continue  # nothing to score, or no kernel to calibrate an op's price on
+        if not workloads or not micro or (given is None and not any(priced_work(o.work) for o in micro)):
+            continue  # nothing to score, or (fitting on the runs) no kernel to calibrate an op's price on
         spec_run = next(run for run in members if run.target.spec is not None) if any(
             run.target.spec is not None for run in members) else members[0]
         if given is not None:

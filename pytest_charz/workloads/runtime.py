@@ -53,8 +53,8 @@ from ..models.opclass_costs import MODULE_CALL, MODULE_COLD, module_calls_s, var
 
 if TYPE_CHECKING:
     from ..models.ceilings import Ceilings
-    from .graph import Graph
     from ..models.opclass_costs import OpCosts
+    from .graph import Graph
 
 #: Device-side cost of one kernel launch when the ceilings have no measured ``launch`` figure
 #: (datasheets have none): 2.5 us, the middle of the 1-3 us ``cudaLaunchKernel`` enqueue cost on
