@@ -137,6 +137,42 @@ def test_a_small_class_gets_an_interval_of_its_own_scatter() -> None:
     assert width(loose) > 1.5 * width(tight)
 
 
+def test_class_scales_are_moderated_by_a_prior_estimated_from_the_classes() -> None:
+    # failure kind: a fixed prior weight of 3 pseudo-residuals of the pool's scale gave every
+    # tight class the pool's width (elementwise x0.87-x1.23 for residuals within 12%), and the
+    # held-out ops' 90% intervals covered 96-100%
+    import random
+    import statistics
+
+    from pytest_charz.calibration.moderated import MIN_GROUPS, mean_square, scale_prior
+
+    rng = random.Random(7)
+
+    def groups(scales: list[float]) -> list[list[float]]:
+        return [[rng.gauss(0.0, scale) for _ in range(rng.randint(3, 7))] for scale in scales]
+
+    # classes that differ 20-fold in scatter: the prior is weak and each keeps its own scale
+    differ = groups([0.03] * 20 + [0.6] * 20)
+    prior = scale_prior(differ)
+    assert prior.estimated and prior.dof < 3
+    tight = statistics.median(prior.moderate(g) for g in differ[:20])
+    loose = statistics.median(prior.moderate(g) for g in differ[20:])
+    assert tight < 0.1 and loose > 0.4
+    # classes of one scatter: the prior is strong, and the chance spread of a few residuals each
+    # narrows toward the common scale
+    alike = groups([0.1] * 40)
+    prior = scale_prior(alike)
+    assert prior.dof > 3 and prior.scale == pytest.approx(0.1, rel=0.3)
+    own = [math.sqrt(mean_square(g)) for g in alike]
+    moderated = [prior.moderate(g) for g in alike]
+    assert max(moderated) / min(moderated) < 0.5 * max(own) / min(own)
+    # too few classes to estimate a spread: the fixed weight, toward every residual's RMS
+    few = scale_prior(groups([0.03, 0.6, 0.1])[: MIN_GROUPS - 1])
+    assert not few.estimated and few.dof == 3
+    # a class with no residuals of its own takes the prior's scale
+    assert prior.moderate([]) == pytest.approx(prior.scale)
+
+
 def _attention_points(fixed_s: float, per_flop_s: float) -> list:
     """Calibration cases of an op class whose time is a fixed cost plus a cost per FLOP; the
     model (the uncalibrated prediction) prices only the FLOPs, at a tenth of the real rate."""

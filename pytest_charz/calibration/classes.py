@@ -14,8 +14,8 @@ better than a knot per size), the range of sizes it was fitted on, the cases' co
 interval factors from leave-one-out residuals (each case predicted by the class refitted without
 it): conformal at the level when the class has enough residuals (``conformal``), else
 **normalised** conformal over every class (``normalized``): each residual divided by its class's
-scale (the median |residual| over 0.6745, shrunk toward the pool's by ``SCALE_PRIOR``
-pseudo-residuals), the pool's conformal quantiles of those scores, times the class's own scale. A
+scale (its root mean square, moderated across the classes by empirical Bayes:
+:mod:`.moderated`), the pool's conformal quantiles of those scores, times the class's own scale. A
 class that scatters little gets a narrow interval, one that scatters much a wide one, though
 neither has the 19 residuals a 90% conformal interval of its own needs. A key's residuals are
 those of the cases it prices, whose class key it is: ``gemm:fp32``'s curve pools every GEMM, but
@@ -48,6 +48,7 @@ from ..models.opclass_costs import op_class_of
 from .class_keys import class_key, fitted_keys, lookup_keys, size_amount
 from .efficiency import (CALIBRATION_VERSION, RECORD_KINDS, EfficiencyTable, check_record_version, conformal_interval,
                          fit_efficiency)
+from .moderated import scale_prior
 
 if TYPE_CHECKING:
     from ..models.base import Prediction
@@ -263,12 +264,12 @@ def fit_classes_with_residuals(points: Sequence[Point], level: float, host_s: Se
                     own_residuals.setdefault(key, []).append(residual)
     # normalised conformal: each interior residual in units of its class's scale, one pool of
     # those scores for every class, each class's interval its scale times the pool's quantiles
-    pool_scale = _scale([r for _, r in scored])
+    prior = scale_prior(list(own_residuals.values()))
     # a key's interval is the error of the predictions it makes: its own cases' residuals where
     # it has them; a pooled key that is no case's own (every dtype, every function) prices only
     # what no key of its own was calibrated for, and its members stand for that
     interval_residuals = {key: own_residuals.get(key) or residuals.get(key, []) for key in fits}
-    scales = {key: _shrunk_scale(interval_residuals[key], pool_scale) for key in fits}
+    scales = {key: prior.moderate(interval_residuals[key]) for key in fits}
     scores = [r / scales[key] for key, r in scored]
     try:  # conformal_interval gives exp of the quantiles: back to score units
         low_score, high_score = (math.log(f) for f in (conformal_interval(scores, level) if scores else (1.0, 1.0)))
@@ -296,23 +297,6 @@ def _one_dtype(key: str) -> bool:
     """Whether a class key names one dtype (``copy:fp32``; not ``copy`` nor ``latency:*``)."""
     _, sep, dtype = key.partition(":")
     return bool(sep) and dtype not in ("", "*")
-
-
-#: Pseudo-residuals of the pool's scale a class's own scale is shrunk toward: a class of three
-#: interior residuals is weighted half its own, half the pool's.
-SCALE_PRIOR = 3.0
-
-
-def _scale(residuals: Sequence[float]) -> float:
-    """A robust scale of log residuals: their median absolute value over 0.6745 (the normal's)."""
-    return statistics.median(abs(r) for r in residuals) / 0.6745 if residuals else 0.0
-
-
-def _shrunk_scale(own: Sequence[float], pool: float) -> float:
-    """A class's residual scale shrunk toward the pool's (``SCALE_PRIOR``); never zero."""
-    n = len(own)
-    mixed = math.sqrt((n * _scale(own) ** 2 + SCALE_PRIOR * pool ** 2) / (n + SCALE_PRIOR))
-    return max(mixed, 1e-3)
 
 
 def classes_to_json(classes: Mapping[str, ClassFit]) -> dict[str, Any]:
