@@ -177,10 +177,19 @@ def fallback_keys(work: "Work") -> tuple[str, ...]:
 #: * ``elementwise.view``: a unary op on a non-contiguous view, walked by its rows; pooled, its
 #:   large cases would raise the contiguous curve.
 #:
+#: * ``reduction.topk``, ``reduction.cumsum``, ``reduction.histc``: a router's top-k, an expert
+#:   count's scan and histogram (:data:`FUNCTION_CLASSES`), a selection, a scan and a scatter,
+#:   not a reduction's one pass. Pooled, their small cases (1.5-4 us for a few floats) set the
+#:   curve of ``reduction:<dtype>`` beside the sums and means: it priced the suite's own plain sums
+#:   1.4-4.8x slow (their leave-one-out residuals -0.32 to -1.57) and a held-out mean over the rows
+#:   of 2048 x 768 floats, written without a function, -28..-32% (on six sets of three rounds
+#:   on a Xeon guest; -2..+5% fitted apart).
+#:
 #: Such an op of a calibration without these cases is still looked up under its class's keys
 #: (:func:`lookup_keys`), and none of their cases sets a memory level's bandwidth.
 OWN_KERNEL_CLASSES = frozenset({"attention.math", "attention.decode", "elementwise.strided", "elementwise.view",
-                                "elementwise.fill", "conv.patch", "copy.cat.strided"})
+                                "elementwise.fill", "conv.patch", "copy.cat.strided", "reduction.topk",
+                                "reduction.cumsum", "reduction.histc"})
 
 
 def runs_own_kernel(work: "Work") -> bool:
