@@ -411,6 +411,45 @@ def test_a_plain_reduction_is_not_priced_on_the_curve_a_routers_ops_set() -> Non
     assert predicted == pytest.approx(truth, rel=0.15)
 
 
+def test_a_skinny_gemm_is_priced_by_the_bytes_it_streams() -> None:
+    # failure kind: over FLOPs, a held-out 8 x 4096 x 1024 product was priced at the efficiency of
+    # the suite's 16 x 1024 x 2048 one (the same FLOPs, half the weight) and read -18..-25% on a
+    # Xeon guest
+    from pytest_charz.calibration.classes import fit_classes, lookup
+    from pytest_charz.models.base import Prediction
+
+    def product(m: int, n: int, k: int) -> Work:
+        return Work(flops={"fp32": 2.0 * m * n * k}, bytes=4.0 * (m * k + k * n + m * n), op="gemm",
+                    shape={"m": m, "n": n, "k": k, "dtype": "fp32"})
+
+    def true_s(work: Work) -> float:  # streaming the weight at 20 GB/s, whatever the rows
+        return 1e-6 + 4.0 * work.shape["k"] * work.shape["n"] / 20e9
+
+    def model_s(work: Work) -> float:  # the model's own price: its FLOPs at 400 GFLOP/s or its bytes at 40 GB/s
+        return max(sum(work.flops.values()) / 400e9, work.total_bytes / 40e9)
+
+    cases = [product(*mnk) for mnk in ((1, 128, 128), (1, 512, 512), (4, 512, 128), (1, 1024, 1024),
+                                      (4, 2048, 1024), (16, 1024, 2048))]
+    fits = fit_classes([(w, model_s(w), true_s(w), "gemm") for w in cases], 0.9)
+    assert fits["gemm.skinny:fp32"].table.size == "bytes"
+    wide, deep = product(8, 4096, 1024), product(16, 1024, 2048)
+    assert wide.flops == deep.flops
+    times, notes = {}, {}
+    for name, work in (("wide", wide), ("deep", deep)):
+        fit = lookup(fits, work)
+        assert fit is fits["gemm.skinny:fp32"]
+        times[name] = fit.apply(Prediction.of_terms("opclass", model_s(work), "compute:fp32",
+                                                    {"compute:fp32": model_s(work)}), work, 0.0).time_s
+        notes[name] = fit.apply(Prediction.of_terms("opclass", model_s(work), "compute:fp32",
+                                                    {"compute:fp32": model_s(work)}), work, 0.0).notes
+    # twice the weight, about twice the time; the wide one is past the cases' bytes (though not
+    # their FLOPs), and says so
+    assert times["deep"] == pytest.approx(true_s(deep), rel=0.05)
+    assert times["wide"] == pytest.approx(true_s(wide), rel=0.1)
+    assert any(n.startswith("extrapolated") for n in notes["wide"])
+    assert not any(n.startswith("extrapolated") for n in notes["deep"])
+
+
 def test_an_unbatched_attention_runs_the_math_backend_and_is_calibrated_apart() -> None:
     # failure kind: a 3-D scaled_dot_product_attention, which PyTorch's fused kernels do not take,
     # was priced as a fused one: the held-out encoder layer's took 2.0x its prediction (276 us

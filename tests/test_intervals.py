@@ -363,7 +363,10 @@ def test_a_key_s_interval_is_the_error_of_the_cases_it_prices() -> None:
                        2.0 * (1.03 if i % 2 else 1 / 1.03), "gemm"))
     for i in range(12):
         size = 10.0 ** (6.1 + i / 4)
-        skinny = Work(flops=size, op="gemm", shape={"m": 4, "n": 1024, "k": round(size / 8192)})
+        k = round(size / 8192)
+        # a skinny GEMM's curve is over the bytes it moves (class_keys.key_size_amount)
+        skinny = Work(flops=size, bytes=4.0 * (4 * k + k * 1024 + 4 * 1024), op="gemm",
+                      shape={"m": 4, "n": 1024, "k": k})
         points.append((skinny, 1.0, 2.0 * (1.6 if i % 2 else 1 / 1.6), "gemm"))
     fits, _ = fit_classes_with_residuals(points, 0.9)
     square = fits["gemm:fp32"]

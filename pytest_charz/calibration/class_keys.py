@@ -228,3 +228,19 @@ def size_amount(op_class: str) -> str:
     if op_class == "transfer":
         return "transfers"
     return "bytes"
+
+
+def key_size_amount(key: str) -> str:
+    """The Work amount a class key's curve is over: its op class's (:func:`size_amount`), but bytes
+    for a skinny GEMM's keys (``gemm.skinny``, ``gemm.skinny.linear``). With m or n of at most
+    :data:`SKINNY_DIM` a product does at most ``2 * SKINNY_DIM`` FLOPs per element of its larger
+    operand, which it streams (and, for ``x @ W^T``, packs) once: its time follows its bytes, not
+    its FLOPs. Over FLOPs, the held-out 8 x 4096 x 1024 product sat at the FLOPs of the suite's
+    16 x 1024 x 2048 one and was priced at its efficiency, though it streams twice the weight:
+    it read -18..-25% on six sets of three rounds on a Xeon guest, -10..-17% over bytes (priced
+    past the largest case, its interval widened); the replayed decode steps' skinny products
+    moved with it (GPT-2's ``addmm`` 21.5-26.9% -> 19.1-21.5% median, three of those sets)."""
+    keyed = key.split(":", 1)[0].split("@", 1)[0]
+    if keyed.split(".")[:2] == ["gemm", "skinny"]:
+        return "bytes"
+    return size_amount(keyed.split(".", 1)[0])

@@ -8,7 +8,8 @@ have keys of their own, :func:`.class_keys.class_key`), and per op class alone (
 pooled) as the fallback of a dtype not calibrated. Any Work or graph op of the class gets it.
 
 A :class:`ClassFit` is an :class:`~.efficiency.EfficiencyTable` over log10 of the class's size
-(FLOPs for GEMM-like classes, launches for dispatch, bytes for the rest) with at most
+(FLOPs for GEMM-like classes but bytes for a skinny GEMM, :func:`.class_keys.key_size_amount`;
+launches for dispatch; bytes for the rest) with at most
 ``CLASS_KNOTS`` knots (a smooth curve transfers to shapes between and beside the calibrated ones
 better than a knot per size), the range of sizes it was fitted on, the cases' count and ops, and
 interval factors from leave-one-out residuals (each case predicted by the class refitted without
@@ -45,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from ..errors import FormatError, UsageError
 from ..models.opclass import ALLOC_KIND, dispatch_extra_s, dispatch_s
 from ..models.opclass_costs import op_class_of
-from .class_keys import class_key, fitted_keys, lookup_keys, size_amount
+from .class_keys import class_key, fitted_keys, key_size_amount, lookup_keys
 from .efficiency import (CALIBRATION_VERSION, RECORD_KINDS, EfficiencyTable, check_record_version, conformal_interval,
                          fit_efficiency)
 from .moderated import scale_prior
@@ -237,7 +238,7 @@ def fit_classes_with_residuals(points: Sequence[Point], level: float, host_s: Se
     hosts = {id(point): seconds for point, seconds in zip(points, host_s or ())}
     fits: dict[str, tuple[EfficiencyTable, list[Point]]] = {}
     for key, members in _groups(points).items():
-        amount = size_amount(key.split(":", 1)[0].split(".", 1)[0].split("@", 1)[0])
+        amount = key_size_amount(key)
         probe = EfficiencyTable(key, amount, (0.0,), (1.0,))
         members = [p for p in members if probe.size_of(p[0]) > 0]
         if members:
