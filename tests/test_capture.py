@@ -51,8 +51,10 @@ def test_a_linear_counts_2mnk_and_its_bytes() -> None:
     assert op.op_class == "gemm" and op.source == "aten.addmm.default"
     assert op.work.flops == {"fp32": pytest.approx(2 * 4 * 16 * 32)}
     # the Linear's call before it, issued by the root's (the Linear's) own forward
-    # nn.Linear keeps W as (n, k): addmm takes its transposed view, a linear layer's product
-    assert dict(op.work.shape) == {"m": 4, "n": 32, "k": 16, "linear": 1, "module_calls": 1, "root_op": 1}
+    # nn.Linear keeps W as (n, k): addmm takes its transposed view, a linear layer's product, with
+    # a bias (one value per output column, broadcast over the rows)
+    assert dict(op.work.shape) == {"m": 4, "n": 32, "k": 16, "linear": 1, "bias": 1, "module_calls": 1,
+                                   "root_op": 1}
     # bias, input, weight read; output written
     assert op.work.bytes["dram"] == pytest.approx(4 * (32 + 4 * 16 + 16 * 32 + 4 * 32))
     assert op.work.launches == 1

@@ -72,7 +72,14 @@ FUNCTION_CLASSES = {"reduction": frozenset({"mean", "sum", "topk", "cumsum", "hi
 #:   for its rows: 17.5 against 11.6 us for 8 x 256 x 64 floats on a Xeon core) nor a strided one
 #:   of two layouts (a small one costs about a contiguous op: 0.85 against 0.73 us, the strided
 #:   add 1.90).
-OPERAND_CLASSES = {"strided": frozenset({"elementwise", "copy.cat"}), "view": frozenset({"elementwise"})}
+#: * ``bias``: a product that adds a bias row (``shape["bias"]``: ``addmm(b, x, W)``,
+#:   ``linear(x, W, b)``). PyTorch's CPU ``addmm`` first copies the bias, broadcast, into the
+#:   output and then runs the GEMM accumulating onto it: timed alone on a Xeon guest (one thread,
+#:   medians of 15) the bias cost a linear layer +0.8 us at 1 x 128 x 128 (+21%), +0.9 at
+#:   17 x 128 x 128, +1.5 at 32 x 128 x 128 (+12.6%), +2.5 at 32 x 512 x 128, +24 at 128 x 512 x 512
+#:   (+5.2%); a captured BERT's and ViT's projections read +9..+22% on the unbiased cases' curve.
+OPERAND_CLASSES = {"strided": frozenset({"elementwise", "copy.cat"}), "view": frozenset({"elementwise"}),
+                   "bias": frozenset({"gemm", "gemm.linear", "gemm.skinny", "gemm.skinny.linear"})}
 
 
 def class_key(work: "Work") -> str:
@@ -100,9 +107,10 @@ def class_key(work: "Work") -> str:
     return f"{_keyed_class(work)}{_framework_suffix(work)}:{work_dtype(work)}"
 
 
-def _keyed_class(work: "Work", variant: bool = True) -> str:
+def _keyed_class(work: "Work", variant: bool = True, marks: bool = True) -> str:
     """The op class part of :func:`class_key` (``variant=False``: a linear layer's as its shape's,
-    an op on a non-contiguous view as one on contiguous operands: :data:`OPERAND_CLASSES`)."""
+    an op on a non-contiguous view as one on contiguous operands; ``marks=False``: without the
+    operand marks of :data:`OPERAND_CLASSES` only)."""
     op_class = op_class_of(work)
     function = work.shape.get("function")
     if op_class == "transcendental" and isinstance(function, str) and function:
@@ -121,7 +129,7 @@ def _keyed_class(work: "Work", variant: bool = True) -> str:
             op_class = f"{op_class}.skinny"
         if variant and work.shape.get("linear"):
             op_class = f"{op_class}.linear"
-    if variant:
+    if variant and marks:
         mark = next((mark for mark, classes in OPERAND_CLASSES.items()
                      if op_class in classes and work.shape.get(mark)), None)
         if mark:
@@ -135,10 +143,13 @@ def fallback_keys(work: "Work") -> tuple[str, ...]:
     ``@numpy`` (:data:`NUMPY_SUFFIX`), so NumPy and PyTorch cases are fitted apart."""
     suffix, dtype = _framework_suffix(work), work_dtype(work)
     op_class = op_class_of(work) + suffix
-    # a linear layer's product falls back to the product of its shape first (gemm.skinny), a
-    # strided cat to the contiguous cats (a calibration from before the split has only those)
+    # an op with an operand mark falls back to the same op without it first (a biased linear
+    # layer to the linear layers), a linear layer's product to the product of its shape
+    # (gemm.skinny), a strided cat to the contiguous cats (a calibration from before the split
+    # has only those)
+    unmarked = f"{_keyed_class(work, marks=False)}{suffix}:{dtype}"
     shape_key = f"{_keyed_class(work, variant=False)}{suffix}:{dtype}"
-    return tuple(dict.fromkeys((class_key(work), shape_key, f"{op_class}:{dtype}", op_class)))
+    return tuple(dict.fromkeys((class_key(work), unmarked, shape_key, f"{op_class}:{dtype}", op_class)))
 
 
 #: Keyed classes (:func:`class_key` without framework and dtype) whose cases are fitted under
@@ -177,6 +188,10 @@ def fallback_keys(work: "Work") -> tuple[str, ...]:
 #: * ``elementwise.view``: a unary op on a non-contiguous view, walked by its rows; pooled, its
 #:   large cases would raise the contiguous curve.
 #:
+#: * ``gemm.bias`` and the other biased products (:data:`OPERAND_CLASSES`): the bias's copy
+#:   into the output is a pass of its own; pooled, the biased cases would raise the unbiased
+#:   products' curves.
+#:
 #: * ``reduction.topk``, ``reduction.cumsum``, ``reduction.histc``: a router's top-k, an expert
 #:   count's scan and histogram (:data:`FUNCTION_CLASSES`), a selection, a scan and a scatter,
 #:   not a reduction's one pass. Pooled, their small cases (1.5-4 us for a few floats) set the
@@ -189,7 +204,8 @@ def fallback_keys(work: "Work") -> tuple[str, ...]:
 #: (:func:`lookup_keys`), and none of their cases sets a memory level's bandwidth.
 OWN_KERNEL_CLASSES = frozenset({"attention.math", "attention.decode", "elementwise.strided", "elementwise.view",
                                 "elementwise.fill", "conv.patch", "copy.cat.strided", "reduction.topk",
-                                "reduction.cumsum", "reduction.histc"})
+                                "reduction.cumsum", "reduction.histc", "gemm.bias", "gemm.linear.bias",
+                                "gemm.skinny.bias", "gemm.skinny.linear.bias"})
 
 
 def runs_own_kernel(work: "Work") -> bool:

@@ -6,7 +6,8 @@ dtypes and scalar arguments, never tensor data, so they work on the ``meta`` dev
 FLOP conventions (one multiply-add is 2 FLOPs):
 
 * matrix products (``mm``, ``addmm``, ``bmm``, ``baddbmm``, ``_scaled_mm``, ``_grouped_mm``):
-  ``2*m*n*k`` (times the batch); bias additions are not counted.
+  ``2*m*n*k`` (times the batch); a bias addition is not counted as FLOPs, but a product with a
+  bias (``addmm`` of a broadcast row, ``linear`` with one) carries ``shape["bias"]``.
 * ``convolution``: ``2 * output elements * in_channels/groups * kernel elements``; its backward
   counts that once per gradient it computes (input, weight).
 * fused attention (``_scaled_dot_product_*_attention``): ``2*b*h*s_q*s_kv*(d_qk + d_v)``, i.e.
@@ -197,6 +198,16 @@ def _composite_product(name: str, shapes: list[tuple[int, ...]], out: list[tuple
     return AtenCost("bmm", 2.0 * batch * m * n * k, {"batch": batch, "m": m, "n": n, "k": k})
 
 
+def _is_bias(tensor: Any, out_shapes: list[tuple[int, ...]]) -> bool:
+    """Whether a product's added operand is a bias: one value per output column, broadcast over the
+    rows (``addmm(b, x, W)`` with ``b`` of shape ``(n,)``, ``linear(x, W, b)``), not a whole ``C``."""
+    if tensor is None or not hasattr(tensor, "dim") or not out_shapes or not out_shapes[0]:
+        return False
+    n = out_shapes[0][-1]
+    return tensor.dim() == 1 and tuple(tensor.shape) == (n,) or (
+        tensor.dim() == 2 and tensor.shape[-1] == n and (tensor.shape[0] == 1 or tensor.stride(0) == 0))
+
+
 def _conv(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any], out_shape: Sequence[int],
           backward: bool) -> AtenCost:
     """``out_shape`` is the convolution's output (for the backward: the gradient of it)."""
@@ -235,13 +246,17 @@ def aten_cost(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any], inputs:
     first_out = {"elements": out_elems}
     if name in GEMMS:
         cost = _gemm(name, in_shapes, out_shapes)
+        marks = {"bias": 1} if name in ("addmm", "_addmm_activation") and _is_bias(inputs[0], out_shapes) else {}
         weight = inputs[-1] if name in ("mm", "addmm") and inputs else None
         if weight is not None and weight.dim() == 2 and not weight.is_contiguous() and weight.t().is_contiguous():
             # x @ W^T with W stored (n, k), as nn.Linear keeps it: a linear layer lowered to mm
-            return AtenCost(cost.op_class, cost.flops, {**cost.shape, "linear": 1}, cost.attrs)
-        return cost
+            marks["linear"] = 1
+        return AtenCost(cost.op_class, cost.flops, {**cost.shape, **marks}, cost.attrs) if marks else cost
     if name in COMPOSITE_PRODUCTS and len(in_shapes) >= 2 and len(in_shapes[0]) >= 2 and len(in_shapes[1]) >= 1:
-        return _composite_product(name, in_shapes, out_shapes)
+        cost = _composite_product(name, in_shapes, out_shapes)
+        if name == "linear" and len(inputs) >= 3 and _is_bias(inputs[2], out_shapes):
+            return AtenCost(cost.op_class, cost.flops, {**cost.shape, "bias": 1}, cost.attrs)
+        return cost
     if name == "dropout" and not argument(func, args, kwargs, "train", True):
         return None  # evaluation: the input itself
     if name in BMMS:
