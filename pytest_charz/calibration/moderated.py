@@ -16,7 +16,7 @@ and every class takes the prior's. The moderated scale is ``sqrt((d0 s0^2 + n s^
 A fixed prior weight (three pseudo-residuals of the pool's median scale) had stood here: on the
 development VMs it gave every class of small scatter the pool's width (elementwise ops x0.87-x1.23
 for residuals within 12%) and put the held-out ops' 90% intervals around 96-100% coverage; the
-estimated weight was 1.2-1.7 there.
+estimated weight was 1.2-1.8 there.
 """
 from __future__ import annotations
 
@@ -34,7 +34,8 @@ MIN_GROUPS = 20
 @dataclass(frozen=True)
 class ScalePrior:
     """The classes' common prior: ``dof`` pseudo-residuals (``inf``: every class takes ``scale``)
-    of log scale ``scale``; ``estimated`` is False for the fallback."""
+    of scale ``scale`` (natural-log units, as the residuals); ``estimated`` is False for the
+    fallback."""
     dof: float
     scale: float
     estimated: bool = True
