@@ -448,6 +448,10 @@ def test_a_skinny_gemm_is_priced_by_the_bytes_it_streams() -> None:
     assert times["wide"] == pytest.approx(true_s(wide), rel=0.1)
     assert any(n.startswith("extrapolated") for n in notes["wide"])
     assert not any(n.startswith("extrapolated") for n in notes["deep"])
+    # a skinny product written with FLOPs and a shape only has no size on the bytes curve: it
+    # goes on to the pooled GEMM key, over FLOPs, not to the bytes curve's first knot
+    bare = Work(flops=dict(wide.flops), op="gemm", shape=dict(wide.shape))
+    assert lookup(fits, bare) is fits["gemm:fp32"]
 
 
 def test_a_biased_product_is_marked_and_calibrated_apart() -> None:

@@ -164,8 +164,11 @@ class ClassFit:
 
 
 def lookup(classes: Mapping[str, ClassFit], work: "Work") -> ClassFit | None:
-    """The fit of the work's most specific key that was calibrated (:func:`lookup_keys`)."""
-    return next((classes[key] for key in lookup_keys(work) if key in classes), None)
+    """The fit of the work's most specific key that was calibrated (:func:`lookup_keys`) and whose
+    curve can place it (a skinny GEMM's curve is over bytes: a Work of FLOPs and a shape only goes
+    on to ``gemm:<dtype>``, over FLOPs); the most specific calibrated one when none can."""
+    found = [classes[key] for key in lookup_keys(work) if key in classes]
+    return next((fit for fit in found if fit.table.size_of(work) > 0), found[0] if found else None)
 
 
 # A point: (work, uncalibrated predicted seconds, measured seconds, suite op)
