@@ -332,23 +332,19 @@ def build(torch: Any, op_class: str, dims: tuple[Any, ...], rng: np.random.Gener
         # C = A B: 2mnk FLOPs; read A and B, write C
         return (lambda: torch.mm(a, b)), (lambda: close(torch.mm(a, b), a.double().numpy() @ b.double().numpy(), 1e-3)), work(
             2.0 * m * n * k, (m * k + k * n + m * n) * FP32, "gemm", {"m": m, "n": n, "k": k})
-    if op_class == "linear" and len(dims) == 4:
-        m, n, k, _ = dims
-        x, weight, bias = tensor(1, m, k), tensor(n, k), tensor(n)
-        fn = lambda: torch.nn.functional.linear(x, weight, bias)  # noqa: E731
-        # y = x W^T + b: 2mnk FLOPs (the bias's adds are not counted, as the capture counts them);
-        # read x, W and b, write y
-        expected_biased = x.double().numpy() @ weight.double().numpy().T + bias.double().numpy()
-        return fn, (lambda: close(fn(), expected_biased, 1e-3)), work(
-            2.0 * m * n * k, (m * k + k * n + n + m * n) * FP32, "gemm",
-            {"m": m, "n": n, "k": k, "linear": 1, "bias": 1})
     if op_class == "linear":
-        m, n, k = dims
+        m, n, k, *biased = dims
         x, weight = tensor(1, m, k), tensor(n, k)
-        fn = lambda: torch.nn.functional.linear(x, weight)  # noqa: E731
-        # y = x W^T over the (1, m) rows of x: 2mnk FLOPs; read x and W, write y
-        return fn, (lambda: close(fn(), x.double().numpy() @ weight.double().numpy().T, 1e-3)), work(
-            2.0 * m * n * k, (m * k + k * n + m * n) * FP32, "gemm", {"m": m, "n": n, "k": k, "linear": 1})
+        bias = tensor(n) if biased else None
+        fn = lambda: torch.nn.functional.linear(x, weight, bias)  # noqa: E731
+        expected_linear = x.double().numpy() @ weight.double().numpy().T
+        if bias is not None:
+            expected_linear = expected_linear + bias.double().numpy()
+        # y = x W^T (+ b) over the (1, m) rows of x: 2mnk FLOPs (a bias's adds are not counted,
+        # as the capture counts them); read x, W (and b), write y
+        return fn, (lambda: close(fn(), expected_linear, 1e-3)), work(
+            2.0 * m * n * k, (m * k + k * n + m * n + (n if biased else 0)) * FP32, "gemm",
+            {"m": m, "n": n, "k": k, "linear": 1, **({"bias": 1} if biased else {})})
     if op_class == "bmm":
         batch, m, n, k = dims
         a, b = tensor(batch, m, k), tensor(batch, k, n)

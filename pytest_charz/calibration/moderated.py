@@ -56,36 +56,41 @@ def mean_square(residuals: Sequence[float]) -> float:
 
 def scale_prior(groups: Sequence[Sequence[float]]) -> ScalePrior:
     """The prior moderating each group's scale, estimated from the groups' mean squares."""
-    usable = [g for g in groups if len(g) >= 1 and mean_square(g) > 0]
+    usable = [g for g in groups if mean_square(g) > 0]
     if len(usable) < MIN_GROUPS:
         every = [r for g in groups for r in g]
         return ScalePrior(FALLBACK_DOF, math.sqrt(mean_square(every)), estimated=False)
-    from scipy.special import digamma, polygamma
-
-    def trigamma(x: float) -> float:
-        return float(polygamma(1, x))
+    from scipy.special import digamma
 
     dofs = [float(len(g)) for g in usable]
     logs = [math.log(mean_square(g)) - float(digamma(d / 2)) + math.log(d / 2) for g, d in zip(usable, dofs)]
     centre = sum(logs) / len(logs)
     spread = (sum((e - centre) ** 2 for e in logs) / (len(logs) - 1)
-              - sum(trigamma(d / 2) for d in dofs) / len(dofs))
+              - sum(_trigamma(d / 2) for d in dofs) / len(dofs))
     if spread <= 0:  # the classes differ no more than their residuals' sampling says
         return ScalePrior(math.inf, math.exp(centre / 2))
-    dof = 2 * _inverse_trigamma(spread, trigamma, lambda x: float(polygamma(2, x)))
+    dof = 2 * _inverse_trigamma(spread)
     return ScalePrior(dof, math.exp((centre + float(digamma(dof / 2)) - math.log(dof / 2)) / 2))
 
 
-def _inverse_trigamma(y: float, trigamma, tetragamma) -> float:
+def _trigamma(x: float) -> float:
+    from scipy.special import polygamma
+
+    return float(polygamma(1, x))
+
+
+def _inverse_trigamma(y: float) -> float:
     """``x`` with ``trigamma(x) == y`` (Newton's method from Smyth's starting point)."""
+    from scipy.special import polygamma
+
     if y > 1e7:
         return 1 / math.sqrt(y)
     if y < 1e-6:
         return 1 / y
     x = 0.5 + 1 / y
     for _ in range(50):
-        tri = trigamma(x)
-        step = tri * (1 - tri / y) / tetragamma(x)
+        tri = _trigamma(x)
+        step = tri * (1 - tri / y) / float(polygamma(2, x))
         x += step
         if -step / x < 1e-8:
             break
