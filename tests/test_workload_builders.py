@@ -138,6 +138,28 @@ def test_grouped_query_attention_shrinks_kv_bytes_by_heads_over_kv_heads() -> No
     assert gqa.op("model.layers.0.self_attn.k_proj").work.shape["n"] == 8 * 128
 
 
+def test_a_per_head_decode_kernel_reads_the_cache_from_dram_once_and_its_group_rereads_it_from_l2() -> None:
+    # Llama-2-70B: 64 query heads on 8 K/V heads. The per-head kernel's blocks (the head is the
+    # grid's x) of one group run together: the cache crosses DRAM once, as the grouped kernel's
+    # does, and the group's 7 other heads read it again from L2
+    from pytest_charz.prediction import load_predictor
+
+    args = dict(batch=64, context=2048, dtype="fp8", kv_dtype="fp8", kernels="serving", num_layers=2)
+    name = "model.layers.0.self_attn.attention"
+    grouped = build("llama-2-70b", "decode", decode_kernel="grouped", **args).op(name)
+    per_head = build("llama-2-70b", "decode", decode_kernel="per-head", **args).op(name)
+    cache = grouped.attrs["kv_cache_read_bytes"]
+    assert per_head.attrs["kv_cache_read_bytes"] == cache
+    assert per_head.work.bytes["dram"] == pytest.approx(grouped.work.bytes["dram"])
+    assert "l2" not in grouped.work.bytes and per_head.work.bytes["l2"] == pytest.approx(7 * cache)
+    # on an H100 the per-head kernel is bound by its L2 traffic: dearer than the grouped kernel,
+    # cheaper than eight reads of the cache from DRAM (what a per-head read once cost here)
+    predictor = load_predictor("h100-sxm")
+    fast, slow = predictor.predict(grouped.work), predictor.predict(per_head.work)
+    assert fast.bound == "memory:dram" and slow.bound == "memory:l2"
+    assert fast.time_s * 2 < slow.time_s < 0.9 * 8 * fast.time_s
+
+
 def test_the_sliding_window_caps_the_kv_cache_mistral_reads() -> None:
     long = build("mistral-7b", "decode", context=16000).op("model.layers.0.self_attn.attention")
     assert long.attrs["s_kv"] == 4096

@@ -118,6 +118,10 @@ DECODE_ATTENTION_QUERIES = 1
 #: ``per-head``, one thread block per query head and sequence, each loading the K/V head it
 #: uses (TensorRT-LLM's masked multi-head attention before XQA: ``mmha_launch_kernel_ex``
 #: launches ``grid{num_heads, batch_size}``, cpp/tensorrt_llm/kernels/decoderMaskedMultiheadAttention).
+#: The head is the grid's x, so the blocks of one group's query heads are launched next to each
+#: other and run together: the first read of a K/V line comes from DRAM, the group's other heads
+#: find it in L2. The cache crosses DRAM once, as a grouped kernel's does, and L2
+#: ``heads / kv_heads`` times.
 DECODE_KERNELS = ("grouped", "per-head")
 #: Rows from which a weight-only gemm dequantizes its weight first (module docstring).
 DEQUANT_MATMUL_TOKENS = 256
@@ -316,7 +320,8 @@ def attention(prefix: str, batch: int, heads: int, kv_heads: int, s_q: int, s_kv
     ``decode_kernel`` (a decode step's fused attention in an inference runtime,
     :data:`DECODE_KERNELS`): ``grouped`` reads each K/V head once for the query heads that share
     it; ``per-head`` runs one thread block per query head, each loading its K/V head, so a
-    grouped-query cache moves ``heads / kv_heads`` times (the cache it holds is the same); None:
+    grouped-query cache is read once from DRAM and ``heads / kv_heads - 1`` times more from L2,
+    by the group's other heads (the cache it holds is the same; :data:`DECODE_KERNELS`); None:
     no decode kernel, the step's attention is the same product as a prefill's (PyTorch's
     ``scaled_dot_product_attention``, as eager code and its capture run it)."""
     scores = batch * heads * s_q * s_kv
@@ -336,6 +341,7 @@ def attention(prefix: str, batch: int, heads: int, kv_heads: int, s_q: int, s_kv
     q_spec = TensorSpec((batch, heads, s_q, head_dim), p.act)
     kv_spec = TensorSpec((batch, kv_heads, s_kv, head_dim), p.kv_dtype)
     kv_moved = 2 * kv_bytes
+    kv_reread = 0.0  # bytes the kernel reads again from L2
     if fused and s_q <= DECODE_ATTENTION_QUERIES and decode_kernel is not None:
         # A decode step's attention: a split-KV kernel streaming the cache (no query tile to fill).
         if decode_kernel not in DECODE_KERNELS:
@@ -344,11 +350,14 @@ def attention(prefix: str, batch: int, heads: int, kv_heads: int, s_q: int, s_kv
                  "head_dim": head_dim}
         facts["decode_kernel"] = decode_kernel
         if decode_kernel == "per-head":
-            kv_moved *= heads / kv_heads
+            # the other query heads of a group re-read its K/V head: their blocks are launched
+            # next to each other (x is the head), so the repeats find the lines in L2
+            kv_reread = kv_moved * (heads / kv_heads - 1.0)
     if fused:
         return [Op(name=f"{prefix}.attention", op_class="attention", source="built", deps=tuple(deps),
                    work=Work(flops=_flops({p.act: matmul_flops}, {p.reduce_flops: softmax_flops}),
-                             bytes=2 * q_bytes + kv_moved, launches=1, op="attention", shape=shape),
+                             bytes={"dram": 2 * q_bytes + kv_moved, **({"l2": kv_reread} if kv_reread else {})},
+                             launches=1, op="attention", shape=shape),
                    inputs=(q_spec, kv_spec, kv_spec), outputs=(q_spec,), attrs=facts)]
     score_bytes = scores * p.act_bytes
     score_spec = TensorSpec((batch, heads, s_q, s_kv), p.act)
