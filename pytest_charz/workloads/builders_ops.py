@@ -341,7 +341,7 @@ def attention(prefix: str, batch: int, heads: int, kv_heads: int, s_q: int, s_kv
     q_spec = TensorSpec((batch, heads, s_q, head_dim), p.act)
     kv_spec = TensorSpec((batch, kv_heads, s_kv, head_dim), p.kv_dtype)
     kv_moved = 2 * kv_bytes
-    kv_reread = 0.0  # bytes the kernel reads again from L2
+    kv_reread = 0.0  # bytes the kernel reads again from L2 (a Work drops a zero amount)
     if fused and s_q <= DECODE_ATTENTION_QUERIES and decode_kernel is not None:
         # A decode step's attention: a split-KV kernel streaming the cache (no query tile to fill).
         if decode_kernel not in DECODE_KERNELS:
@@ -356,8 +356,8 @@ def attention(prefix: str, batch: int, heads: int, kv_heads: int, s_q: int, s_kv
     if fused:
         return [Op(name=f"{prefix}.attention", op_class="attention", source="built", deps=tuple(deps),
                    work=Work(flops=_flops({p.act: matmul_flops}, {p.reduce_flops: softmax_flops}),
-                             bytes={"dram": 2 * q_bytes + kv_moved, **({"l2": kv_reread} if kv_reread else {})},
-                             launches=1, op="attention", shape=shape),
+                             bytes={"dram": 2 * q_bytes + kv_moved, "l2": kv_reread}, launches=1, op="attention",
+                             shape=shape),
                    inputs=(q_spec, kv_spec, kv_spec), outputs=(q_spec,), attrs=facts)]
     score_bytes = scores * p.act_bytes
     score_spec = TensorSpec((batch, heads, s_q, s_kv), p.act)
