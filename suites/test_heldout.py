@@ -10,10 +10,11 @@ attention, a transformer encoder layer, a chain of tiny ops, a copy and a transp
 Each case is a list of steps, each an op with its Work counted by hand from the op's definition
 (comments beside each). Bytes are the minimal traffic (inputs read once, the output written once)
 counted at ``dram``, as a user writes them: which cache serves them is the model's business. A
-multi-op case records every step as an op (:class:`pytest_charz.records.OpTiming`, timed alone
-right after the end-to-end measurement) and its Work is ``op="workload"`` with the sums; a
-one-op case's Work is the op's own. Every Work carries ``shape["workload"]``, the case's name,
-which marks it as a workload for validation. Results are checked against float64 first.
+multi-op case records every step as an op (:class:`pytest_charz.records.OpTiming`, each timed
+alone in rounds over the steps right before the end-to-end measurement, :func:`step_times_s`)
+and its Work is ``op="workload"`` with the sums; a one-op case's Work is the op's own. Every
+Work carries ``shape["workload"]``, the case's name, which marks it as a workload for
+validation. Results are checked against float64 first.
 """
 from __future__ import annotations
 
@@ -25,7 +26,6 @@ import pytest
 
 from _sizes import set_torch_threads
 from pytest_charz import Work
-from pytest_charz.measure import clock
 from pytest_charz.records import OpTiming
 
 FP32 = 4
@@ -207,25 +207,26 @@ def build(torch: Any, name: str, rng: np.random.Generator) -> tuple[list[Step], 
     return steps, (lambda: layer(x, params)), (lambda: layer(x.double(), [p.double() for p in params]))
 
 
-#: A step's calls are timed in batches of at least this long: one call of a microsecond op timed
-#: alone swung 1.8x between two runs whose whole chain of such ops took the same time.
-STEP_BATCH_S = 50e-6
+def step_times_s(fns: list[Callable[[], Any]], repeats: int = STEP_REPEATS) -> list[float]:
+    """Median seconds of one call of each of ``fns`` over ``repeats`` rounds, each round timing
+    every step once in order, as the workload suite times a replayed op
+    (:func:`pytest_charz.workloads.optimer.replayed_s`: one untimed call, then back-to-back calls
+    adding up to 50 us with the clock read around the batch).
 
+    Why rounds over the steps: timed one step after the other, the first step took whatever the
+    process was still settling from before it. In two runs of ``benchmarks/heldout_workloads.py``
+    on a Xeon core the chain's first add read +20% and +21% against its prediction (its later
+    adds, the same op, -4..+2% in the second), and it still took 15% longer than the chain's
+    second add with warm 50 us batches of its own; in rounds, the two read the same.
 
-def step_time_s(fn: Callable[[], Any], repeats: int = STEP_REPEATS) -> float:
-    """Median seconds of one call of ``fn``: ``repeats`` batches, each of as many back-to-back
-    calls as fill :data:`STEP_BATCH_S` (one for an op longer than that), after one warm call."""
-    start = clock.now_ns()
-    fn()
-    single_s = max((clock.now_ns() - start) * 1e-9, 1e-9)
-    calls = max(1, min(10_000, int(STEP_BATCH_S / single_s)))
-    times = []
-    for _ in range(repeats):
-        start = clock.now_ns()
-        for _ in range(calls):
-            fn()
-        times.append((clock.now_ns() - start) * 1e-9 / calls)
-    return statistics.median(times)
+    Why batches sized after an untimed call: sized from one timed call, a batch held as many calls
+    as fit 50 us by that call, 7 to 36 calls for the same 64-float op on a Xeon core, and one
+    where it ran cold. Why batches at all: one call of a microsecond op timed alone swung 1.8x
+    between two runs whose whole chain of such ops took the same time."""
+    from pytest_charz.workloads.optimer import replayed_s
+
+    rounds = [[replayed_s(fn) for fn in fns] for _ in range(repeats)]
+    return [statistics.median(times) for times in zip(*rounds)]
 
 
 def total_work(name: str, steps: list[Step]) -> Work:
@@ -252,6 +253,6 @@ def test_heldout_cpu(charz: Any, device: Any, heldout_name: str) -> None:
             charz.measure(whole, work=steps[0][3])
             return
         work = total_work(heldout_name, steps)
-        measured = [(label, op_class, step_time_s(fn), w) for label, op_class, fn, w in steps]
-        ops = [OpTiming(label, op_class, "heldout", seconds, w) for label, op_class, seconds, w in measured]
+        times = step_times_s([fn for _, _, fn, _ in steps])
+        ops = [OpTiming(label, op_class, "heldout", seconds, w) for (label, op_class, _, w), seconds in zip(steps, times)]
         charz.measure(whole, work=work, ops=ops)

@@ -3,7 +3,7 @@
 :func:`time_ops` runs a callable under a ``TorchDispatchMode``. Each aten call runs once for the
 model, then the same call, with the same arguments, is replayed as model code makes it, with no
 mode on, in one batch of replays adding up to ``REPLAY_S`` (at least three calls) with the clock
-read around the batch (:func:`_replayed`), and the op is charged the mean per replay: its dispatch
+read around the batch (:func:`replayed_s`), and the op is charged the mean per replay: its dispatch
 and its kernel, as the runtime suite's dispatch cases time a bare op. As model code makes it: a
 ``TorchFunctionMode`` sees the Python-level call the model's code made (``a + b`` arrives as
 ``TensorBase.add``, ``x.pow(2)`` as ``TensorBase.pow``, ``torch.cat``, ``F.silu``), and an aten op
@@ -57,7 +57,7 @@ from .aten_costs import aten_name
 
 #: The aten name the capture gives fused attention, replayed as one op here too.
 ATTENTION_SOURCE = "aten.scaled_dot_product_attention"
-#: Replays of one call add up to at least this long (the held-out steps' batch, 50 us).
+#: Replays of one call add up to at least this long.
 REPLAY_S = 50e-6
 MIN_REPLAYS = 3
 #: Copies of an in-place op's written tensors replayed on: at most this many, and at most
@@ -66,10 +66,10 @@ MAX_COPIES = 32
 COPY_BYTES = 8 << 20
 
 
-def _replayed(call: Callable[[], Any]) -> float:
+def replayed_s(call: Callable[[], Any]) -> float:
     """Mean seconds per call of ``call`` over a batch of replays adding up to about ``REPLAY_S``,
     after one untimed call (module docstring: the first replay after the model's code pays its
-    cold caches). The clock is read around batches, never between two calls: ``MIN_REPLAYS``
+    cold caches). The held-out suite times its workloads' steps with it too. The clock is read around batches, never between two calls: ``MIN_REPLAYS``
     calls tell how many make the window, then one batch of that many is timed. Read after every
     call, as the sampler never does, the clock and the loop's test added 0.14 us to each replay
     of a 0.70 us add on a Xeon core (0.83 us)."""
@@ -90,7 +90,7 @@ def _replayed(call: Callable[[], Any]) -> float:
 
 def _replayed_on(call: Callable[..., Any], copies: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> float:
     """Mean seconds per call of ``call`` over the argument sets ``copies``, one call each, the
-    first untimed (as :func:`_replayed`); ``copies`` holds two or more."""
+    first untimed (as :func:`replayed_s`); ``copies`` holds two or more."""
     clock = time.perf_counter
     (first_args, first_kwargs), timed = copies[0], copies[1:]
     call(*first_args, **first_kwargs)
@@ -168,10 +168,10 @@ def one_pass(fn: Callable[[], Any]) -> list[tuple[str, float]]:
         # model's code made it; else each op through the function model code finds it by
         if len(call.pending) == 1 and not call.wrote and isinstance(call.func, BINDINGS):
             index, func, _, _, _ = call.pending[0]
-            timed[index] = (str(func), _replayed(bound_call(call.func, call.args, call.kwargs)))
+            timed[index] = (str(func), replayed_s(bound_call(call.func, call.args, call.kwargs)))
             return
         for index, func, args, kwargs, out in call.pending:
-            timed[index] = (str(func), _replayed(model_call(func, args, kwargs, out)))
+            timed[index] = (str(func), replayed_s(model_call(func, args, kwargs, out)))
 
     class Functions(TorchFunctionMode):
         def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -195,7 +195,7 @@ def one_pass(fn: Callable[[], Any]) -> list[tuple[str, float]]:
                 # replayed with no mode on: under the dispatch mode each aten op inside the fused
                 # attention went through its Python (a decode step's 15 us attention read 28 us)
                 with _disable_current_modes():
-                    timed.append((ATTENTION_SOURCE, _replayed(lambda: func(*args, **kwargs))))
+                    timed.append((ATTENTION_SOURCE, replayed_s(lambda: func(*args, **kwargs))))
             finally:
                 inside[0] -= 1
             return out
@@ -230,7 +230,7 @@ def one_pass(fn: Callable[[], Any]) -> list[tuple[str, float]]:
                 return out
             call = model_call(func, args, kwargs, out)
             with _disable_current_modes():
-                timed.append((str(func), _replayed(call)))
+                timed.append((str(func), replayed_s(call)))
             return out
 
     with Functions(), Dispatch():
