@@ -27,6 +27,7 @@ import pytest
 from _sizes import set_torch_threads
 from pytest_charz import Work
 from pytest_charz.records import OpTiming
+from pytest_charz.workloads.optimer import replayed_s
 
 FP32 = 4
 #: Timed calls of one step for its per-op time (the median is recorded).
@@ -223,8 +224,6 @@ def step_times_s(fns: list[Callable[[], Any]], repeats: int = STEP_REPEATS) -> l
     as fit 50 us by that call, 7 to 36 calls for the same 64-float op on a Xeon core, and one
     where it ran cold. Why batches at all: one call of a microsecond op timed alone swung 1.8x
     between two runs whose whole chain of such ops took the same time."""
-    from pytest_charz.workloads.optimer import replayed_s
-
     rounds = [[replayed_s(fn) for fn in fns] for _ in range(repeats)]
     return [statistics.median(times) for times in zip(*rounds)]
 
@@ -254,5 +253,6 @@ def test_heldout_cpu(charz: Any, device: Any, heldout_name: str) -> None:
             return
         work = total_work(heldout_name, steps)
         times = step_times_s([fn for _, _, fn, _ in steps])
-        ops = [OpTiming(label, op_class, "heldout", seconds, w) for (label, op_class, _, w), seconds in zip(steps, times)]
+        ops = [OpTiming(label, op_class, "heldout", seconds, w)
+               for (label, op_class, _, w), seconds in zip(steps, times)]
         charz.measure(whole, work=work, ops=ops)

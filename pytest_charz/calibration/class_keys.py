@@ -204,8 +204,8 @@ def fallback_keys(work: "Work") -> tuple[str, ...]:
 #: (:func:`lookup_keys`), and none of their cases sets a memory level's bandwidth.
 OWN_KERNEL_CLASSES = frozenset({"attention.math", "attention.decode", "elementwise.strided", "elementwise.view",
                                 "elementwise.fill", "conv.patch", "copy.cat.strided", "reduction.topk",
-                                "reduction.cumsum", "reduction.histc", "gemm.bias", "gemm.linear.bias",
-                                "gemm.skinny.bias", "gemm.skinny.linear.bias"})
+                                "reduction.cumsum", "reduction.histc",
+                                *(f"{op_class}.bias" for op_class in OPERAND_CLASSES["bias"])})
 
 
 def runs_own_kernel(work: "Work") -> bool:

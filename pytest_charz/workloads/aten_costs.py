@@ -204,7 +204,7 @@ def _is_bias(tensor: Any, out_shapes: list[tuple[int, ...]]) -> bool:
     if tensor is None or not hasattr(tensor, "dim") or not out_shapes or not out_shapes[0]:
         return False
     n = out_shapes[0][-1]
-    return tensor.dim() == 1 and tuple(tensor.shape) == (n,) or (
+    return (tensor.dim() == 1 and tuple(tensor.shape) == (n,)) or (
         tensor.dim() == 2 and tensor.shape[-1] == n and (tensor.shape[0] == 1 or tensor.stride(0) == 0))
 
 

@@ -69,10 +69,11 @@ COPY_BYTES = 8 << 20
 def replayed_s(call: Callable[[], Any]) -> float:
     """Mean seconds per call of ``call`` over a batch of replays adding up to about ``REPLAY_S``,
     after one untimed call (module docstring: the first replay after the model's code pays its
-    cold caches). The held-out suite times its workloads' steps with it too. The clock is read around batches, never between two calls: ``MIN_REPLAYS``
+    cold caches). The clock is read around batches, never between two calls: ``MIN_REPLAYS``
     calls tell how many make the window, then one batch of that many is timed. Read after every
     call, as the sampler never does, the clock and the loop's test added 0.14 us to each replay
-    of a 0.70 us add on a Xeon core (0.83 us)."""
+    of a 0.70 us add on a Xeon core (0.83 us). The held-out suite times its workloads' steps with
+    it too."""
     clock = time.perf_counter
     call()
     start = clock()
