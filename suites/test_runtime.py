@@ -140,7 +140,9 @@ def test_dispatch_cpu(charz: Any, device: Any, dispatch_kind: str) -> None:
 #: weights, 2.1 MiB, no longer in the L2 that holds a replayed op's). What the ops lose grows with
 #: their work, so each family runs at two sizes (``MODULE_TOKENS``: a decode step's one token and
 #: a prefill's 32), and the profile fits it as seconds per second of the ops' own time
-#: (``dispatch:torch-module-cold``, :mod:`pytest_charz.models.model_code`).
+#: (``dispatch:torch-module-cold``, :mod:`pytest_charz.models.model_code`). The capture counts the
+#: forward's Python calls too (``python_calls``), fitted per call (``dispatch:torch-module-python``)
+#: where every case counted them: the families differ in how much Python they run per op.
 MODULE_FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
     "opt": ("OPTConfig", "OPTForCausalLM", {"hidden_size": 128, "ffn_dim": 512, "num_attention_heads": 4,
                                              "num_hidden_layers": 2, "word_embed_proj_dim": 128}),
@@ -184,7 +186,7 @@ def test_module_dispatch_cpu(charz: Any, device: Any, family: str, tokens: int) 
     torch = pytest.importorskip("torch", reason="the module dispatch case needs PyTorch")
     import copy
 
-    from pytest_charz.models.opclass_costs import module_calls
+    from pytest_charz.models.model_code import module_calls, python_calls_of
     from pytest_charz.workloads.capture import capture
     from pytest_charz.workloads.optimer import match_ops, time_ops
 
@@ -203,6 +205,7 @@ def test_module_dispatch_cpu(charz: Any, device: Any, family: str, tokens: int) 
         del reference
         graph = capture(model, **inputs)
         calls = sum(module_calls(op.work) or 0.0 for op in graph.ops)
+        python_calls = sum(python_calls_of(op.work) or 0.0 for op in graph.ops)
 
         def run() -> None:
             model(**inputs)
@@ -217,7 +220,7 @@ def test_module_dispatch_cpu(charz: Any, device: Any, family: str, tokens: int) 
         charz.measure(run, work=Work(launches=len(graph.ops), op="dispatch",
                                      shape={"kind": f"torch-module-{family}", "framework": "torch-module",
                                             "family": family, "tokens": tokens, "ops": len(graph.ops),
-                                            "module_calls": calls,
+                                            "module_calls": calls, "python_calls": python_calls,
                                             "replayed_ops": len(replayed), "replayed_s": replayed_s}))
 
 

@@ -53,8 +53,9 @@ def test_a_linear_counts_2mnk_and_its_bytes() -> None:
     # the Linear's call before it, issued by the root's (the Linear's) own forward
     # nn.Linear keeps W as (n, k): addmm takes its transposed view, a linear layer's product, with
     # a bias (one value per output column, broadcast over the rows)
-    assert dict(op.work.shape) == {"m": 4, "n": 32, "k": 16, "linear": 1, "bias": 1, "module_calls": 1,
-                                   "root_op": 1}
+    shape = dict(op.work.shape)
+    assert shape.pop("python_calls") > 0       # nn.Module.__call__'s and the forward's own
+    assert shape == {"m": 4, "n": 32, "k": 16, "linear": 1, "bias": 1, "module_calls": 1, "root_op": 1}
     # bias, input, weight read; output written
     assert op.work.bytes["dram"] == pytest.approx(4 * (32 + 4 * 16 + 16 * 32 + 4 * 32))
     assert op.work.launches == 1

@@ -22,9 +22,9 @@ from ..errors import FormatError, UsageError
 from ..models.base import Uncovered
 from ..models.ceilings import Ceilings
 from ..models.layernorm_costs import fit_layernorm, layernorm_point
-from ..models.model_code import ModelCodeCase, fit_model_code, is_model_code_case
-from ..models.opclass_costs import (MODULE_CALL, MODULE_COLD, OpCosts, case_rate, framework_of,
-                                    is_workload, op_class_of)
+from ..models.model_code import (MODULE_CALL, MODULE_COLD, MODULE_PYTHON, ModelCodeCase, fit_model_code,
+                                 is_model_code_case)
+from ..models.opclass_costs import OpCosts, case_rate, framework_of, is_workload, op_class_of
 from ..models.roofline import latency_level
 from ..curves.links import link_figures
 from ..records import Run
@@ -217,10 +217,13 @@ def measured_op_costs(cases: Sequence[Observation]) -> OpCosts:
     fitted = fit_model_code(model_code)
     if fitted is not None and "torch" in dispatch_figures:
         # the model-code cases decide an op of module code's cost, as the profile reads them
-        how = f"{source}: {len(fitted.kept)} model-code case(s) fitted per op and per module call"
+        how = f"{source}: {len(fitted.kept)} model-code case(s) fitted per op, per module call and per Python call"
         dispatch_figures["torch-module"] = Figure(dispatch_figures["torch"].value + fitted.per_op_s,
                                                   f"{how}, the median torch dispatch plus the code per op")
-        dispatch_figures[MODULE_CALL] = Figure(fitted.per_call_s, how)
+        if fitted.per_call_s > 0:
+            dispatch_figures[MODULE_CALL] = Figure(fitted.per_call_s, how)
+        if fitted.per_python_s > 0:
+            dispatch_figures[MODULE_PYTHON] = Figure(fitted.per_python_s, f"{how}, and per Python call")
         if fitted.cold > 0:
             dispatch_figures[MODULE_COLD] = Figure(fitted.cold, f"{how}, and per second of the ops' own time")
     dispatched = OpCosts(dispatch_s=dispatch_figures)

@@ -103,7 +103,8 @@ class Predictor:
         gives it the same share; a graph's schedule slows its op by it too
         (:meth:`pytest_charz.workloads.runtime.Runtime.op_slowdown`)."""
         from ..models.opclass import dispatch_extra_s
-        from ..models.opclass_costs import MODULE_COLD, framework_of
+        from ..models.model_code import MODULE_COLD
+        from ..models.opclass_costs import framework_of
 
         costs = getattr(self.model, "costs", None)
         cold = costs.dispatch(MODULE_COLD) if costs is not None else None

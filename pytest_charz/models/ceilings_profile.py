@@ -142,7 +142,8 @@ def read_op_costs(profile: Mapping[str, Any]) -> "OpCosts":
     ``layernorm:<dtype>``, elements/s), a layer
     norm's seconds per row (``layernorm-row:<dtype>``) and seconds per fresh page of a
     framework's allocations (``fresh-page:<framework>``). Other ceilings are ignored; a malformed figure of these is a FormatError."""
-    from .opclass_costs import FRAMEWORKS, MODULE_COLD, OpCosts
+    from .model_code import MODULE_COLD
+    from .opclass_costs import FRAMEWORKS, OpCosts
 
     profile = _checked_profile(profile)
     target = (profile.get("target") or {}).get("id") or "an unnamed target"

@@ -4,10 +4,21 @@ A model-code case (``suites/test_runtime.py::test_module_dispatch_cpu``) times a
 forward whole and replays each of its ops alone, back to back (:mod:`pytest_charz.workloads.optimer`).
 What the forward takes beyond its replayed ops is fitted as
 
-    ``per_op * ops + per_call * module calls + cold * replayed seconds``
+    ``per_op * ops + per_call * module calls + per_python * Python calls + cold * replayed seconds``
 
-* ``per_op``: the Python between ops (argument handling, views, the dispatcher's way in);
+* ``per_op``: what each op costs its host beyond its replay (argument handling, views, the
+  dispatcher's way in);
 * ``per_call``: each ``nn.Module`` call (hooks, ``__call__``, the forward's own code);
+* ``per_python``: each Python function call the forward makes (``shape["python_calls"]``, counted
+  by the capture: :class:`pytest_charz.workloads.capture_paths.PythonCalls`). Model code is
+  Python, and its families differ in how much of it they run per op: on a Xeon core a GPT-2
+  decode step of 45 ops and 31 module calls left 547 us beyond its replayed ops, a Llama step of
+  88 ops and 36 calls 559 us; they made 529 and 501 Python calls. Fitted per op and per call
+  over eight other families, GPT-2's step was priced 27% short; with the Python calls its error
+  was 9-12%, and leaving each family out of the fit in turn, the largest miss on a family's
+  forward fell from 15-17% to 5-9% (median 3.9-4.2% to 2.5-3.4%; two measurements). The least
+  squares take the columns the cases carry (the Python calls only where every case counted
+  them); where the Python calls explain the module calls, the per-call figure comes out 0.
 * ``cold``: what the ops lose inside the forward against their replays. A replayed op finds its
   operands and weights in the caches its previous call left them in; inside the forward the
   ops between evicted them. It grows with the ops' own work, not their count: a two-layer Llama
@@ -24,9 +35,16 @@ counts and cannot be told apart from them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ..work import Work
+
+#: The profile's figures of an op of module code beyond its per-op one (the framework names of
+#: :data:`pytest_charz.models.opclass_costs.FRAMEWORKS`): per ``nn.Module`` call it begins, per
+#: Python call before it, and seconds per second of its own time lost in the forward.
+MODULE_CALL = "torch-module-call"
+MODULE_PYTHON = "torch-module-python"
+MODULE_COLD = "torch-module-cold"
 
 #: The least ratio of replayed seconds between two cases of one family for the fit to take a
 #: ``cold`` term (the suite's 1- and 32-token forwards of a family differ 2-3x).
@@ -53,19 +71,23 @@ class ModelCodeCase:
     forward_s: float
     replayed_s: float
     family: str = ""
+    #: the forward's Python calls (``shape["python_calls"]``); None where not counted
+    python_calls: float | None = None
 
     @classmethod
     def of(cls, work: Work, forward_s: float) -> "ModelCodeCase":
         shape = work.shape
+        python = shape.get("python_calls")
+        counted = isinstance(python, (int, float)) and not isinstance(python, bool)
         return cls(float(shape["ops"]), float(shape["module_calls"]), forward_s, float(shape["replayed_s"]),
-                   str(shape.get("family") or ""))
+                   str(shape.get("family") or ""), float(python) if counted else None)
 
 
 @dataclass(frozen=True)
 class ModelCodeFit:
     """Eager model code's host time beyond its ops: ``per_op_s`` per op, ``per_call_s`` per
-    ``nn.Module`` call and ``cold`` seconds per second of the ops' own time (module docstring);
-    ``kept`` and ``dropped`` index the cases."""
+    ``nn.Module`` call, ``per_python_s`` per Python call and ``cold`` seconds per second of the
+    ops' own time (module docstring); ``kept`` and ``dropped`` index the cases."""
 
     per_op_s: float
     per_call_s: float
@@ -73,6 +95,7 @@ class ModelCodeFit:
     dropped: tuple[int, ...]
     worst_miss: float             # the largest |fit - model code| over the kept, as a share of a forward
     cold: float = 0.0
+    per_python_s: float = 0.0
 
 
 def two_sizes(cases: Sequence[ModelCodeCase]) -> bool:
@@ -95,21 +118,29 @@ def fit_model_code(cases: Sequence[ModelCodeCase]) -> ModelCodeFit | None:
     import numpy as np
     from scipy.optimize import nnls
 
+    zeros = np.zeros(len(cases))
     ops = np.array([c.ops for c in cases], dtype=float)
     calls = np.array([c.calls for c in cases], dtype=float)
+    counted = all(c.python_calls is not None for c in cases)
+    python = np.array([c.python_calls or 0.0 for c in cases], dtype=float)
     replayed = np.array([c.replayed_s for c in cases], dtype=float)
     code = np.array([max(c.forward_s - c.replayed_s, 0.0) for c in cases], dtype=float)
-    columns = [ops, calls, replayed] if two_sizes(cases) else [ops, calls]
+    # the figures in order (per op, per call, cold, per Python call), each fitted where the cases allow
+    table = [ops, calls, replayed if two_sizes(cases) else zeros, python if counted else zeros]
+    fitted = [i for i, column in enumerate(table) if column is not zeros]
 
     def fit(keep: list[int]) -> tuple[float, ...]:
-        design = np.column_stack([column[keep] for column in columns])
-        if len(keep) >= len(columns) and np.linalg.matrix_rank(design) == len(columns):
+        design = np.column_stack([table[i][keep] for i in fitted])
+        if len(keep) >= len(fitted) and np.linalg.matrix_rank(design) == len(fitted):
             solution, _ = nnls(design, code[keep])
-            return (*(float(v) for v in solution), *(0.0,) * (3 - len(columns)))
-        return 0.0, float(np.median(code[keep] / np.maximum(calls[keep], 1.0))), 0.0
+            figures = [0.0] * len(table)
+            for i, value in zip(fitted, solution):
+                figures[i] = float(value)
+            return tuple(figures)
+        return 0.0, float(np.median(code[keep] / np.maximum(calls[keep], 1.0))), 0.0, 0.0
 
     def misses(figures: tuple[float, ...]) -> "np.ndarray":
-        return np.abs(figures[0] * ops + figures[1] * calls + figures[2] * replayed - code)
+        return np.abs(sum(value * column for value, column in zip(figures, table)) - code)
 
     keep = [i for i, c in enumerate(cases) if c.forward_s > c.replayed_s] or list(range(len(cases)))
     figures = fit(keep)
@@ -121,7 +152,44 @@ def fit_model_code(cases: Sequence[ModelCodeCase]) -> ModelCodeFit | None:
         figures = fit(keep)
         miss = misses(figures)
     worst = max(float(miss[i]) / cases[i].forward_s for i in keep) if keep else 0.0
-    per_op, per_call, cold = figures
+    per_op, per_call, cold, per_python = figures
     cold = cold if cold > 1e-9 else 0.0        # least squares' rounding of a zero
     return ModelCodeFit(per_op, per_call, tuple(keep), tuple(i for i in range(len(cases)) if i not in keep), worst,
-                        cold)
+                        cold, per_python)
+
+
+def module_calls(work: Work) -> float | None:
+    """The ``nn.Module`` calls a captured op's host entered since the op before it
+    (``shape["module_calls"]``, :mod:`pytest_charz.workloads.capture`); None when not counted (a
+    builder's op, a capture recorded before they were counted)."""
+    calls = work.shape.get("module_calls")
+    if isinstance(calls, (int, float)) and not isinstance(calls, bool) and calls >= 0:
+        return float(calls)
+    return None
+
+
+def python_calls_of(work: Work) -> float | None:
+    """The Python function calls a captured op's host made since the op before it
+    (``shape["python_calls"]``, :mod:`pytest_charz.workloads.capture`); None when not counted."""
+    calls = work.shape.get("python_calls")
+    if isinstance(calls, (int, float)) and not isinstance(calls, bool) and calls >= 0:
+        return float(calls)
+    return None
+
+
+def module_code_s(framework: str, calls: float | None, python_calls: float | None,
+                  figure: Callable[[str], float | None]) -> dict[str, float]:
+    """What the model code before an op adds to its host dispatch, per figure: the ``nn.Module``
+    calls it begins (``calls``, :func:`module_calls`) at ``dispatch:torch-module-call`` and the
+    Python calls it makes (``python_calls``, :func:`python_calls_of`) at
+    ``dispatch:torch-module-python``, each where the op counts them and ``figure`` (a framework's
+    seconds, or None) has one, for an op of module code (``torch-module``); else nothing. The one
+    rule of the op-class model's dispatch terms and of a graph's schedule."""
+    if framework != "torch-module":
+        return {}
+    terms: dict[str, float] = {}
+    for name, count in ((MODULE_CALL, calls), (MODULE_PYTHON, python_calls)):
+        seconds = figure(name)
+        if count and seconds:
+            terms[name] = count * seconds
+    return terms

@@ -54,8 +54,9 @@ from .comm import collective_terms, transfer_terms
 from .gemm import GemmParams, gemm_compute_terms, gemm_tiling
 from .launch import launch_terms
 from .opclass_alloc import ALLOC_KIND, FRESH_OUTPUT_BYTES, allocation_terms, output_bytes  # noqa: F401
-from .opclass_costs import (GEMM_CLASSES, MODULE_CALL, OpCosts, allocator_of, framework_of, gemm_dims,
-                            module_calls, module_calls_s, op_class_of, shape_dim, variant_dispatch, work_dtype)
+from .model_code import module_calls, module_code_s, python_calls_of
+from .opclass_costs import (GEMM_CLASSES, OpCosts, allocator_of, framework_of, gemm_dims, op_class_of, shape_dim,
+                            variant_dispatch, work_dtype)
 from .roofline import CACHE_LEVELS, fits_level, latency_terms, residency, target_label
 
 #: Matrix dimension at which a GEMM reaches half its large-square efficiency, per target kind: the
@@ -292,10 +293,11 @@ def dispatch_terms(work: Work, ceilings: Ceilings, costs: OpCosts) -> dict[str, 
             # (dispatch_extra_s: a calibration scales the one, not the other)
             terms = {f"dispatch:{base}": work.launches * base_s,
                      f"dispatch:{framework}": work.launches * (seconds - base_s)}
-        calls_s = module_calls_s(framework, module_calls(work), costs.dispatch(MODULE_CALL))
-        if calls_s:
-            # each nn.Module call the op begins, as the model-code cases measured it
-            terms[f"dispatch:{MODULE_CALL}"] = calls_s
+        # each nn.Module call the op begins and each Python call before it, as the model-code
+        # cases measured them
+        for name, seconds in module_code_s(framework, module_calls(work), python_calls_of(work),
+                                           costs.dispatch).items():
+            terms[f"dispatch:{name}"] = seconds
         return terms
     return launch_terms(work, ceilings)
 

@@ -33,6 +33,7 @@ from typing import Any, Callable, Mapping
 from ..errors import FormatError, UsageError
 from ..targets.spec import Figure
 from ..work import DTYPES, Work
+from .model_code import module_calls
 
 OP_COSTS_VERSION = 1
 #: Frameworks whose per-op host dispatch is measured; ``torch-scalar`` is a PyTorch op with a
@@ -51,27 +52,17 @@ OP_COSTS_VERSION = 1
 #: ``torch-module-call`` is the host time of one ``nn.Module`` call of model code beyond its ops
 #: (the profile's ``dispatch:torch-module-call``), paid per call a captured op's
 #: ``shape["module_calls"]`` counts, beside ``torch-module`` per op.
+#: ``torch-module-python`` is the host time of one Python function call of model code (the
+#: profile's ``dispatch:torch-module-python``), paid per call a captured op's
+#: ``shape["python_calls"]`` counts (:func:`.model_code.python_calls_of`), beside the other two.
 #: ``torch-module-cold`` is no time per op but seconds per second: how much longer an op of eager
 #: model code runs than alone, back to back (:mod:`.model_code`), its unit ``s/s``.
 FRAMEWORKS = ("torch", "numpy", "torch-scalar", "torch-scalar-uncast", "torch-broadcast", "torch-module",
-              "torch-module-call", "torch-module-cold")
+              "torch-module-call", "torch-module-python", "torch-module-cold")
 #: Operand variants of a framework (:func:`framework_of`), each the suffix of the variant it
 #: refines: unmeasured, an uncast scalar's dispatch is the scalar's (which bounds it from above),
 #: a scalar's or a broadcast's the framework's own (which bounds it from below).
 OPERAND_VARIANTS = ("-uncast", "-scalar", "-broadcast")
-MODULE_CALL = "torch-module-call"
-MODULE_COLD = "torch-module-cold"
-
-
-def module_calls_s(framework: str, calls: float | None, call_s: float | None) -> float:
-    """What the ``nn.Module`` calls an op begins add to its host dispatch: ``calls`` at the
-    measured ``call_s`` (``dispatch:torch-module-call``) for an op of module code
-    (``torch-module``), else nothing. The one rule of the op-class model's dispatch terms and of
-    a graph's schedule."""
-    if framework != "torch-module" or not calls or call_s is None:
-        return 0.0
-    return calls * call_s
-
 #: Work.op names (IR classes, suite ops, common aliases) -> the op class models key on.
 CLASS_OF_OP: Mapping[str, str] = {
     **{name: "gemm" for name in ("gemm", "matmul", "mm", "addmm", "linear")},
@@ -226,16 +217,6 @@ def case_rate(work: Work, seconds: float, dispatch_s: float | None) -> tuple[str
     if not (elements > 0 and seconds > 0) or seconds < 2 * spent:
         return None
     return name, elements / (seconds - spent)
-
-
-def module_calls(work: Work) -> float | None:
-    """The ``nn.Module`` calls a captured op's host entered since the op before it
-    (``shape["module_calls"]``, :mod:`pytest_charz.workloads.capture`); None when not counted (a
-    builder's op, a capture recorded before they were counted)."""
-    calls = work.shape.get("module_calls")
-    if isinstance(calls, (int, float)) and not isinstance(calls, bool) and calls >= 0:
-        return float(calls)
-    return None
 
 
 def pays_module_call(work: Work) -> bool:

@@ -7,7 +7,8 @@ import statistics
 from typing import Any
 
 from ..models.model_code import ModelCodeCase, fit_model_code, is_model_code_case
-from ..models.opclass_costs import MODULE_COLD, framework_of_kind
+from ..models.model_code import MODULE_COLD, MODULE_PYTHON
+from ..models.opclass_costs import framework_of_kind
 from .figures import Case, CaseFigures, shape, time_s
 
 
@@ -68,7 +69,8 @@ def _module_code_figures(cases: list[Case], bare_s: float) -> list[CaseFigures]:
     kept = [cases[i] for i in fit.kept]
     families = ", ".join(sorted({str(shape(c).get("family", c.id)) for c in kept}))
     note = (f"fitted over {len(kept)} model-code case(s) ({families}): {fit.per_op_s * 1e6:.3g} us per op beyond "
-            f"the ops replayed alone, {fit.per_call_s * 1e6:.3g} us per module call, {fit.cold:.3g} s per second of "
+            f"the ops replayed alone, {fit.per_call_s * 1e6:.3g} us per module call, "
+            f"{fit.per_python_s * 1e6:.3g} us per Python call, {fit.cold:.3g} s per second of "
             f"the ops' own time; the fit's largest miss {100 * fit.worst_miss:.0f}% of a forward")
     if fit.dropped:
         note += ("; left out (no longer than their ops replayed alone, or missed by over 3x the median): "
@@ -76,9 +78,14 @@ def _module_code_figures(cases: list[Case], bare_s: float) -> list[CaseFigures]:
     best = min(kept, key=lambda c: time_s(c)).id
     figures = [CaseFigures("dispatch:torch-module", bare_s + fit.per_op_s, "s", kept, best,
                            notes=[f"per op of eager model code: the bare torch dispatch plus {fit.per_op_s * 1e6:.3g} us "
-                                  "of the code between ops", note]),
-               CaseFigures("dispatch:torch-module-call", fit.per_call_s, "s", kept, best,
-                           notes=["per nn.Module call of eager model code, beyond its ops", note])]
+                                  "of the code between ops", note])]
+    if fit.per_call_s > 0:
+        figures.append(CaseFigures("dispatch:torch-module-call", fit.per_call_s, "s", kept, best,
+                                   notes=["per nn.Module call of eager model code, beyond its ops", note]))
+    if fit.per_python_s > 0:
+        figures.append(CaseFigures(f"dispatch:{MODULE_PYTHON}", fit.per_python_s, "s", kept, best,
+                                   notes=["per Python function call of eager model code (the forward's "
+                                          "python_calls, counted by the capture), beyond its ops", note]))
     if fit.cold > 0:
         figures.append(CaseFigures(f"dispatch:{MODULE_COLD}", fit.cold, "s/s", kept, best,
                                    notes=["seconds an op of eager model code runs longer than alone, per second of its "

@@ -16,11 +16,14 @@ issues, each costed from shapes alone by :mod:`.aten_costs` (so a 70B model capt
 
 Each forward op's Work counts ``shape["module_calls"]``, the ``nn.Module`` calls the host entered
 since the op before it (the root's included), and an op the root module's own ``forward`` issues
-is marked ``shape["root_op"]``. A bare aten op of the root's ``forward`` (no module call before
-it: a chain of ops in one ``forward``) pays the framework's bare dispatch; every other op pays
-eager module code's per-op cost (``dispatch:torch-module``,
-:func:`pytest_charz.models.opclass_costs.host_framework`) and, for each module call it begins,
-``dispatch:torch-module-call`` where the profile measured it.
+is marked ``shape["root_op"]``. :func:`capture` also counts ``shape["python_calls"]``, the Python
+function calls the model's code made since the op before (the last op's count takes those after
+it too; the recorder's own left out: :class:`.capture_paths.PythonCalls`). A bare aten op of the
+root's ``forward`` (no module call before it: a chain of ops in one ``forward``) pays the
+framework's bare dispatch; every other op pays eager module code's per-op cost
+(``dispatch:torch-module``, :func:`pytest_charz.models.opclass_costs.host_framework`) and, for
+each module call it begins and each Python call before it, ``dispatch:torch-module-call`` and
+``dispatch:torch-module-python`` where the profile measured them.
 
 Bytes are ``{"dram": inputs + outputs}``: each distinct input view counted once, gathers counting
 only the rows they read. ``deps`` name the ops that last wrote the storages an op reads.
@@ -31,6 +34,7 @@ device they run, and the graph's notes say that it follows the input data.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable, ContextManager, Iterator, Mapping, Sequence
 
 from ..errors import UsageError
@@ -150,6 +154,9 @@ class Recorder:
             # nn.Module calls the host entered since the previous op: none for a bare aten op
             # of a forward (its bare dispatch), each one's Python for the first op of a call
             shape["module_calls"] = self.paths.take_calls()
+            python_calls = self.paths.take_python_calls()
+            if python_calls is not None:
+                shape["python_calls"] = python_calls
             if self.paths.in_root():
                 shape["root_op"] = 1         # issued by the root's own forward
         if inplace:
@@ -162,6 +169,17 @@ class Recorder:
         self.ops.append(op)
         self._wrote(name, outputs if written is None else written)
         return op
+
+    def python_calls_after(self) -> None:
+        """The model code's Python calls after its last op (its outputs wrapped, its cache
+        handed back) added to the last forward op's: the forward's whole Python is counted."""
+        python_calls = self.paths.take_python_calls()
+        forward = [i for i, op in enumerate(self.ops) if "python_calls" in op.work.shape]
+        if not python_calls or not forward:
+            return
+        op = self.ops[forward[-1]]
+        shape = {**op.work.shape, "python_calls": op.work.shape["python_calls"] + python_calls}
+        self.ops[forward[-1]] = replace(op, work=replace(op.work, shape=shape))
 
     def stopped(self, what: str, exc: BaseException | None = None) -> UsageError:
         path = self.paths.current() or "<root>"
@@ -322,7 +340,10 @@ def recording(root: Any, host_scalars_fold: bool = False, root_name: str = "") -
             def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
                 if func is sdpa and not recorder._quiet:
                     return recorder.attention(func, args, kwargs or {})
-                return func(*args, **(kwargs or {}))
+                if paths.python is None:
+                    return func(*args, **(kwargs or {}))
+                with paths.python.resumed(func):
+                    return func(*args, **(kwargs or {}))
 
         class Dispatch(TorchDispatchMode):
             def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -348,7 +369,9 @@ def capture(module: Any, *example_inputs: Any, name: str | None = None, phase: s
 
     grad = any(t.requires_grad for t in _tensors((example_inputs, kwargs)))
     with recording(module) as recorder, torch.set_grad_enabled(grad):
-        module(*example_inputs, **kwargs)
+        with recorder.paths.counting():
+            module(*example_inputs, **kwargs)
+        recorder.python_calls_after()
     return graph_of(recorder, name or type(module).__name__, phase, params or {})
 
 

@@ -49,7 +49,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import check_non_negative
-from ..models.opclass_costs import MODULE_CALL, MODULE_COLD, module_calls_s, variant_dispatch
+from ..models.model_code import MODULE_COLD, module_code_s
+from ..models.opclass_costs import variant_dispatch
 
 if TYPE_CHECKING:
     from ..models.ceilings import Ceilings
@@ -183,18 +184,19 @@ class Runtime:
         """Whether the host waits for every op (never under graph replay: one launch issues all)."""
         return not self.asynchronous and not self.graph_replay
 
-    def op_dispatch_s(self, framework: str, module_calls: float = 0.0) -> float:
+    def op_dispatch_s(self, framework: str, module_calls: float = 0.0, python_calls: float = 0.0) -> float:
         """The host dispatch of an op of ``framework`` (its figure, else for an operand variant the
         figure of the one it refines, else ``dispatch_s``); an op of module code (``torch-module``) also
-        pays each ``nn.Module`` call it begins (``module_calls``) at the measured
-        ``torch-module-call`` figure, where the profile has one."""
+        pays each ``nn.Module`` call it begins (``module_calls``) and each Python call before it
+        (``python_calls``) at the measured ``torch-module-call`` and ``torch-module-python``
+        figures, where the profile has them (:func:`~pytest_charz.models.model_code.module_code_s`)."""
         figures = dict(self.framework_dispatch)
         found = variant_dispatch(framework, figures.get)[1]
         if found is None:
             return self.dispatch_s
         # the op's own dispatch, part of its time alone, runs longer in model code as its kernel does
         own_s = (self.op_slowdown(framework) - 1.0) * figures.get("torch", 0.0)
-        return found + module_calls_s(framework, module_calls, figures.get(MODULE_CALL)) + own_s
+        return found + sum(module_code_s(framework, module_calls, python_calls, figures.get).values()) + own_s
 
     def op_slowdown(self, framework: str) -> float:
         """How many times its own time (kernel and bare dispatch) an op of ``framework`` takes:

@@ -80,18 +80,22 @@ class GraphLayout:
     launches: tuple[int, ...]
     #: each op's host framework (:func:`~pytest_charz.models.opclass_costs.host_framework`)
     frameworks: tuple[str, ...] = ()
-    #: the ``nn.Module`` calls each op begins (:func:`~pytest_charz.models.opclass_costs.module_calls`, 0 uncounted)
+    #: the ``nn.Module`` calls each op begins (:func:`~pytest_charz.models.model_code.module_calls`, 0 uncounted)
     module_calls: tuple[float, ...] = ()
+    #: the Python calls before each op (:func:`~pytest_charz.models.model_code.python_calls_of`, 0 uncounted)
+    python_calls: tuple[float, ...] = ()
 
     @classmethod
     def of(cls, graph: "Graph") -> "GraphLayout":
-        from ..models.opclass_costs import host_framework, module_calls
+        from ..models.model_code import module_calls, python_calls_of
+        from ..models.opclass_costs import host_framework
 
         position = {op.name: index for index, op in enumerate(graph.ops)}
         return cls(tuple(op.stream for op in graph.ops), tuple(tuple(position[d] for d in op.deps) for op in graph.ops),
                    tuple(bool(op.attrs.get("sync", False)) for op in graph.ops),
                    tuple(op.work.launches for op in graph.ops), tuple(host_framework(op.work) for op in graph.ops),
-                   tuple(module_calls(op.work) or 0.0 for op in graph.ops))
+                   tuple(module_calls(op.work) or 0.0 for op in graph.ops),
+                   tuple(python_calls_of(op.work) or 0.0 for op in graph.ops))
 
 
 @dataclass
@@ -198,7 +202,9 @@ def schedule_graph(layout: GraphLayout, costs: Sequence[Demand], runtime: "Runti
         gap, depth, dispatch_s = runtime.launch_s, runtime.queue_depth, [runtime.dispatch_s] * n
         if runtime.framework_dispatch and len(layout.frameworks) == n:
             calls = layout.module_calls if len(layout.module_calls) == n else (0.0,) * n
-            dispatch_s = [runtime.op_dispatch_s(framework, count) for framework, count in zip(layout.frameworks, calls)]
+            python = layout.python_calls if len(layout.python_calls) == n else (0.0,) * n
+            dispatch_s = [runtime.op_dispatch_s(framework, count, python_count)
+                          for framework, count, python_count in zip(layout.frameworks, calls, python)]
             costs = [slowed(cost, runtime.op_slowdown(framework)) for cost, framework in zip(costs, layout.frameworks)]
         syncs = layout.syncs if runtime.asynchronous else (True,) * n
     if n and runtime.step_s:
