@@ -217,7 +217,7 @@ def measured_op_costs(cases: Sequence[Observation]) -> OpCosts:
     fitted = fit_model_code(model_code)
     if fitted is not None and "torch" in dispatch_figures:
         # the model-code cases decide an op of module code's cost, as the profile reads them
-        how = f"{source}: {len(fitted.kept)} model-code case(s) fitted per op, per module call and per Python call"
+        how = f"{source}: {len(fitted.kept)} model-code case(s) fitted per op and per module call"
         dispatch_figures["torch-module"] = Figure(dispatch_figures["torch"].value + fitted.per_op_s,
                                                   f"{how}, the median torch dispatch plus the code per op")
         if fitted.per_call_s > 0:

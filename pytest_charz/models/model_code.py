@@ -77,10 +77,8 @@ class ModelCodeCase:
     @classmethod
     def of(cls, work: Work, forward_s: float) -> "ModelCodeCase":
         shape = work.shape
-        python = shape.get("python_calls")
-        counted = isinstance(python, (int, float)) and not isinstance(python, bool)
         return cls(float(shape["ops"]), float(shape["module_calls"]), forward_s, float(shape["replayed_s"]),
-                   str(shape.get("family") or ""), float(python) if counted else None)
+                   str(shape.get("family") or ""), python_calls_of(work))
 
 
 @dataclass(frozen=True)
@@ -118,16 +116,16 @@ def fit_model_code(cases: Sequence[ModelCodeCase]) -> ModelCodeFit | None:
     import numpy as np
     from scipy.optimize import nnls
 
-    zeros = np.zeros(len(cases))
     ops = np.array([c.ops for c in cases], dtype=float)
     calls = np.array([c.calls for c in cases], dtype=float)
-    counted = all(c.python_calls is not None for c in cases)
     python = np.array([c.python_calls or 0.0 for c in cases], dtype=float)
     replayed = np.array([c.replayed_s for c in cases], dtype=float)
     code = np.array([max(c.forward_s - c.replayed_s, 0.0) for c in cases], dtype=float)
-    # the figures in order (per op, per call, cold, per Python call), each fitted where the cases allow
-    table = [ops, calls, replayed if two_sizes(cases) else zeros, python if counted else zeros]
-    fitted = [i for i, column in enumerate(table) if column is not zeros]
+    # the figures in order (per op, per call, cold, per Python call); cold and per Python call
+    # fitted only where the cases allow, else 0
+    table = [ops, calls, replayed, python]
+    fitted = [0, 1, *([2] if two_sizes(cases) else []),
+              *([3] if all(c.python_calls is not None for c in cases) else [])]
 
     def fit(keep: list[int]) -> tuple[float, ...]:
         design = np.column_stack([table[i][keep] for i in fitted])
@@ -140,7 +138,7 @@ def fit_model_code(cases: Sequence[ModelCodeCase]) -> ModelCodeFit | None:
         return 0.0, float(np.median(code[keep] / np.maximum(calls[keep], 1.0))), 0.0, 0.0
 
     def misses(figures: tuple[float, ...]) -> "np.ndarray":
-        return np.abs(sum(value * column for value, column in zip(figures, table)) - code)
+        return np.abs(sum(figures[i] * table[i] for i in fitted) - code)
 
     keep = [i for i, c in enumerate(cases) if c.forward_s > c.replayed_s] or list(range(len(cases)))
     figures = fit(keep)
@@ -158,23 +156,24 @@ def fit_model_code(cases: Sequence[ModelCodeCase]) -> ModelCodeFit | None:
                         cold, per_python)
 
 
+def _count(work: Work, key: str) -> float | None:
+    value = work.shape.get(key)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+        return float(value)
+    return None
+
+
 def module_calls(work: Work) -> float | None:
     """The ``nn.Module`` calls a captured op's host entered since the op before it
     (``shape["module_calls"]``, :mod:`pytest_charz.workloads.capture`); None when not counted (a
     builder's op, a capture recorded before they were counted)."""
-    calls = work.shape.get("module_calls")
-    if isinstance(calls, (int, float)) and not isinstance(calls, bool) and calls >= 0:
-        return float(calls)
-    return None
+    return _count(work, "module_calls")
 
 
 def python_calls_of(work: Work) -> float | None:
     """The Python function calls a captured op's host made since the op before it
     (``shape["python_calls"]``, :mod:`pytest_charz.workloads.capture`); None when not counted."""
-    calls = work.shape.get("python_calls")
-    if isinstance(calls, (int, float)) and not isinstance(calls, bool) and calls >= 0:
-        return float(calls)
-    return None
+    return _count(work, "python_calls")
 
 
 def module_code_s(framework: str, calls: float | None, python_calls: float | None,
