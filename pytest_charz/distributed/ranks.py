@@ -49,6 +49,10 @@ FIELDS = 5
 OK, CHECK_FAILED, ERROR = 0, 1, 2
 START_TIMEOUT_S = 120.0          # peers import torch: seconds on a cold cache
 WATCH_INTERVAL_S = 0.02
+#: How long a failed step waits for the watchdog to name the peer that ended it: Gloo sees a
+#: killed peer's sockets close before the process is reaped, and on a loaded host the reaping
+#: (a large process's memory torn down) and the watchdog's next look can take a while.
+SETTLE_S = 3.0
 MESSAGE_KEY = "charz/message/{rank}"
 READY_KEY = "charz/ready/{rank}"
 
@@ -289,7 +293,7 @@ class Ranks:
             yield
         except BaseException as exc:
             # Gloo may notice a dead peer before the watchdog does: give it a moment to say which.
-            settle = time.monotonic() + 1.0
+            settle = time.monotonic() + (0.0 if isinstance(exc, KeyboardInterrupt) else SETTLE_S)
             while self._cause is None and time.monotonic() < settle and self._watchdog is not None \
                     and self._watchdog.is_alive():
                 time.sleep(WATCH_INTERVAL_S)
