@@ -10,34 +10,31 @@ sets aliased by the row stride) is measured, not guessed.
 Each size is checked against NumPy's transpose of the same fresh random input first. Sizes are
 timed in rounds (every size once per round, the order the same), so a slow stretch of a shared
 host lands on every size alike; each size's time is its median over the rounds, each round's
-figure the mean of as many calls as fill about 20 ms after ``WARM_CALLS`` untimed ones (a suite
-case's calls follow its own, so its matrices are as warm as a cache that holds them leaves them;
-timed right after the other sizes, a 1536 x 1536 transpose took 1.5-1.8 ns per element on a Xeon
-guest against 0.9 warm). The minor page faults per call are printed beside: an output that glibc
-maps fresh each call pays its pages too. One thread, as the held-out benchmark measures with
-``--threads 1``.
+figure the held-out suite's timer (:func:`pytest_charz.workloads.optimer.replayed_s`: one untimed
+call, then a batch of at least three), so the matrices are as warm as a cache that holds them
+leaves them, as in a suite case (timed right after the other sizes, cold, a 1536 x 1536 transpose
+took 1.5-1.8 ns per element on a Xeon guest against 0.9 warm). The minor page faults of one more
+call are printed beside: an output that glibc maps fresh each call pays its pages too. One
+thread, as the held-out benchmark measures with ``--threads 1``.
 
     python benchmarks/transpose_sizes.py                 # the default sizes, 7 rounds
     python benchmarks/transpose_sizes.py 1024,1536,2048 --rounds 11
 
 Printed per size: the median time, ns per element, GB/s of the minimal traffic (read the matrix,
 write its transpose: 8 bytes per fp32 element), the rate per element against the previous size,
-the minor page faults per call, and whether the row stride is a multiple of 4 KiB (the alias period of the L1 data caches of the
-x86 cores seen here: 48 KiB 12-way and 32 KiB 8-way, 4 KiB per way).
+the minor page faults per call, and whether the row stride is a multiple of 4 KiB (the alias
+period of the L1 data caches of the x86 cores seen here: 48 KiB 12-way and 32 KiB 8-way, 4 KiB
+per way).
 """
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import statistics
-import time
+import sys
 
 DEFAULT_SIZES = (256, 384, 512, 640, 768, 1000, 1024, 1152, 1280, 1536, 1792, 2000, 2048, 2304, 2560, 3072, 4096)
-#: Seconds of calls per round and size.
-ROUND_S = 0.02
-#: Untimed calls before each size's timed ones in a round: the sizes timed before it left the
-#: caches holding their matrices, which the suite's repeated calls of one case never see.
-WARM_CALLS = 3
 
 
 def main() -> int:
@@ -48,31 +45,26 @@ def main() -> int:
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
 
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     import numpy as np
     import torch
+
+    from pytest_charz.workloads.optimer import replayed_s
 
     torch.set_num_threads(1)
     generator = torch.Generator().manual_seed(0)
     mats = {n: torch.rand(n, n, generator=generator) for n in sizes}
-    calls: dict[int, int] = {}
     for n, a in mats.items():
         if not np.array_equal(a.t().contiguous().numpy(), a.numpy().T):
             raise SystemExit(f"transpose of {n} x {n} differs from NumPy's")
-        start = time.perf_counter()
-        a.t().contiguous()
-        calls[n] = max(1, int(ROUND_S / max(time.perf_counter() - start, 1e-7)))
     times: dict[int, list[float]] = {n: [] for n in sizes}
     faults: dict[int, list[float]] = {n: [] for n in sizes}
     for _ in range(args.rounds):
         for n, a in mats.items():
-            for _ in range(WARM_CALLS):     # as a suite case runs: its operands left where its last call left them
-                a.t().contiguous()
+            times[n].append(replayed_s(lambda a=a: a.t().contiguous()))
             before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-            start = time.perf_counter()
-            for _ in range(calls[n]):
-                a.t().contiguous()
-            times[n].append((time.perf_counter() - start) / calls[n])
-            faults[n].append((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / calls[n])
+            a.t().contiguous()
+            faults[n].append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 
     print(f"{'n':>6} {'stride':>8} {'4KiB-aliased':>12} {'MiB moved':>9} {'median':>11} {'ns/elem':>8} {'GB/s':>7} "
           f"{'vs prev':>8} {'faults/call':>11}")

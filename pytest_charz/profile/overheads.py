@@ -6,8 +6,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from ..models.model_code import ModelCodeCase, fit_model_code, is_model_code_case
-from ..models.model_code import MODULE_COLD, MODULE_PYTHON
+from ..models.model_code import (MODULE_CALL, MODULE_COLD, MODULE_PYTHON, ModelCodeCase, fit_model_code,
+                                 is_model_code_case)
 from ..models.opclass_costs import framework_of_kind
 from .figures import Case, CaseFigures, shape, time_s
 
@@ -80,7 +80,7 @@ def _module_code_figures(cases: list[Case], bare_s: float) -> list[CaseFigures]:
                            notes=[f"per op of eager model code: the bare torch dispatch plus {fit.per_op_s * 1e6:.3g} us "
                                   "of the code between ops", note])]
     if fit.per_call_s > 0:
-        figures.append(CaseFigures("dispatch:torch-module-call", fit.per_call_s, "s", kept, best,
+        figures.append(CaseFigures(f"dispatch:{MODULE_CALL}", fit.per_call_s, "s", kept, best,
                                    notes=["per nn.Module call of eager model code, beyond its ops", note]))
     if fit.per_python_s > 0:
         figures.append(CaseFigures(f"dispatch:{MODULE_PYTHON}", fit.per_python_s, "s", kept, best,
