@@ -637,3 +637,46 @@ def test_a_strided_case_sets_no_level_bandwidth() -> None:
     # a slower strided case beside it changes nothing, and alone it sets nothing
     assert net_bandwidths(contiguous + [add(4096, 1.84e-6, strided=1)], costs)["l1"].value == pytest.approx(l1)
     assert net_bandwidths([add(4096, 1.84e-6, strided=1)], costs) == {}
+
+
+def test_an_unbatched_attention_is_priced_by_its_products_and_its_scores() -> None:
+    # failure kind: ATen's math attention runs two products and passes over the score matrix (a
+    # softmax and _safe_softmax's masking: isneginf, all, where), which grow with the scores, not
+    # the head dim. Over FLOPs the class curve put a held-out 4 x 128 x 64 call between the suite's
+    # 32-wide heads and its larger 64-wide ones and read it -11..-15% on a Xeon guest
+    from pytest_charz.calibration.classes import ClassFit, fit_classes, lookup
+    from pytest_charz.models.base import Prediction
+
+    def call(heads: int, length: int, d: int) -> Work:
+        return Work(flops={"fp32": 4.0 * heads * length * length * d}, bytes=16.0 * heads * length * d,
+                    op="attention", shape={"batch": 1, "heads": heads, "s_q": length, "s_kv": length, "d": d,
+                                           "function": "math", "dtype": "fp32"})
+
+    def model_s(work: Work) -> float:   # the products at the measured GEMM rate
+        return work.total_flops / 130e9
+
+    def true_s(work: Work) -> float:    # plus 2.4 ns per score and 15 us fixed
+        shape = work.shape
+        return model_s(work) + 15e-6 + 2.4e-9 * shape["heads"] * shape["s_q"] * shape["s_kv"]
+
+    suite = [call(*dims) for dims in ((4, 32, 32), (8, 64, 32), (4, 128, 32), (4, 256, 64), (12, 256, 64))]
+    fits = fit_classes([(w, model_s(w), true_s(w), "attention") for w in suite], 0.9)
+    fit = fits["attention.math:fp32"]
+    assert fit.line == (pytest.approx(15e-6), pytest.approx(2.4e-9))
+    held = call(4, 128, 64)
+    assert lookup(fits, held) is fit
+    plain = Prediction.of_terms("opclass", model_s(held), "compute:fp32", {"compute:fp32": model_s(held)})
+    priced = fit.apply(plain, held, 0.0)
+    assert priced.time_s == pytest.approx(true_s(held), rel=1e-6)
+    low, high = priced.interval_s
+    assert low <= priced.time_s <= high
+    # the line is the calibration file's: read back, it prices the same
+    assert ClassFit.from_json(fit.to_json()).apply(plain, held, 0.0).time_s == pytest.approx(priced.time_s)
+    # the curve over FLOPs it replaces missed the held-out call by more than the acceptance's median
+    from pytest_charz.calibration.classes import CLASS_KNOTS
+    from pytest_charz.calibration.efficiency import fit_efficiency
+
+    table = fit_efficiency([(w.total_flops, model_s(w), true_s(w)) for w in suite], op=fit.key, size="flops",
+                           knots=CLASS_KNOTS)
+    by_flops = ClassFit(fit.key, table, fit.log10_range, fit.n, fit.ops, fit.factors, fit.method)
+    assert abs(by_flops.apply(plain, held, 0.0).time_s / true_s(held) - 1.0) > 0.08

@@ -35,6 +35,13 @@ line in kernel time instead (:func:`small_end`), the line through its two smalle
 fixed cost and rate), with the op's own dispatch on top, undivided by the end knot's efficiency.
 What is fixed is judged in the model's own kernel time, not the size. The line falls to that
 fixed cost, which the smallest cases measured, so its interval is not widened.
+
+A class of :data:`LINE_CLASSES` is two costs of different sizes, which no one curve over one
+size follows: an unbatched attention (``attention.math``) runs its two products, which the model
+prices at the measured GEMM rate, and passes over its score matrix (a softmax and the masking of
+ATen's ``_safe_softmax``), which grow with the score elements and not the head dim. Its
+calibrated time is the model's plus a line in its score elements (:func:`score_line`), fitted on
+the class's cases, not the model's divided by an efficiency.
 """
 from __future__ import annotations
 
@@ -45,7 +52,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..errors import FormatError, UsageError
 from ..models.opclass import ALLOC_KIND, dispatch_extra_s, dispatch_s
-from ..models.opclass_costs import op_class_of
+from ..models.opclass_costs import gemm_dims, op_class_of
 from .class_keys import class_key, fitted_keys, key_size_amount, lookup_keys
 from .efficiency import (CALIBRATION_VERSION, RECORD_KINDS, EfficiencyTable, check_record_version, conformal_interval,
                          fit_efficiency)
@@ -65,6 +72,13 @@ CLASS_KNOTS = 4
 #: the real one keeps moving: on the development VMs a 10x smaller elementwise op than calibrated
 #: ran 1.2-1.5x slower per byte).
 EXTRAPOLATION_WIDENING = 0.3
+#: Keyed classes calibrated as the model's time plus a line in their score elements (module
+#: docstring). ``attention.math``: on a Xeon core, 4 heads of 128 x 32 took 236-241 us and of
+#: 128 x 64 (the same scores, twice the FLOPs) 297-303 us; the model's products at the GEMM rate
+#: leave 2.2-2.5 ns per score element (a profile of the call: softmax 45 us, ``isneginf`` 27,
+#: ``all`` 56, ``where`` 51, for 65,536 scores). Over FLOPs the curve put the 64-wide heads between
+#: the 32-wide and the larger ones and read them -11..-15%.
+LINE_CLASSES = frozenset({"attention.math"})
 
 
 @dataclass(frozen=True)
@@ -82,6 +96,9 @@ class ClassFit:
     # priced) as a fixed cost in seconds plus seconds per second of the model's kernel time
     # (:func:`small_end`); None when it has none.
     small: tuple[float, float] | None = None
+    # A class of LINE_CLASSES: seconds fixed and per score element on top of the model's time
+    # (:func:`score_line`); its table is then flat
+    line: tuple[float, float] | None = None
 
     def apply(self, prediction: "Prediction", work: "Work", floor_s: float) -> "Prediction":
         """``prediction`` divided by the class's efficiency (never below ``floor_s``), its interval
@@ -101,10 +118,12 @@ class ClassFit:
         pages_s = sum(v for term, v in prediction.breakdown.items() if term.startswith(f"{ALLOC_KIND}:"))
         unscaled_s = pages_s + dispatch_extra_s(prediction)
         time_s = max((prediction.time_s - unscaled_s) / self.table.at(size) + unscaled_s, floor_s)
+        if self.line is not None:
+            time_s = max(on_score_line(prediction.time_s, work, self.line), floor_s)
         low, high = self.factors
         notes = list(prediction.notes)
         x = math.log10(size) if size > 0 else self.log10_range[0]
-        on_small_end = x < self.log10_range[0] and self.small is not None
+        on_small_end = x < self.log10_range[0] and self.small is not None and self.line is None
         if on_small_end:
             fixed_s, per_model_s = self.small
             # the line is in kernel time (small_end): the work's own dispatch comes on top, as the
@@ -141,10 +160,13 @@ class ClassFit:
                        model=f"{prediction.model}+calibration", notes=tuple(notes))
 
     def to_json(self) -> dict[str, Any]:
-        return {"version": CALIBRATION_VERSION, "kind": RECORD_KINDS["ClassFit"], "key": self.key, "table": self.table.to_json(),
-                "log10_range": list(self.log10_range), "n": self.n, "ops": list(self.ops),
-                "factors": list(self.factors), "method": self.method,
+        data = {"version": CALIBRATION_VERSION, "kind": RECORD_KINDS["ClassFit"], "key": self.key,
+                "table": self.table.to_json(), "log10_range": list(self.log10_range), "n": self.n,
+                "ops": list(self.ops), "factors": list(self.factors), "method": self.method,
                 "small_kernel_end": list(self.small) if self.small is not None else None}
+        if self.line is not None:   # only a class of LINE_CLASSES has one
+            data["score_line"] = list(self.line)
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "ClassFit":
@@ -156,9 +178,11 @@ class ClassFit:
             # the class's size, fixed cost mistaken on memory-bound cases) and "small_end" (whose
             # fixed cost held the cases' dispatch, which a graph's host then paid again)
             small = data.get("small_kernel_end")
+            line = data.get("score_line")   # absent in files written before it
             return cls(str(data["key"]), EfficiencyTable.from_json(data["table"]), (float(low), float(high)),
                        int(data["n"]), tuple(str(o) for o in data.get("ops") or ()), (float(f_low), float(f_high)),
-                       str(data["method"]), (float(small[0]), float(small[1])) if small else None)
+                       str(data["method"]), (float(small[0]), float(small[1])) if small else None,
+                       (float(line[0]), float(line[1])) if line else None)
         except (KeyError, TypeError, ValueError, UsageError) as exc:
             raise FormatError(f"ClassFit JSON is malformed: {exc}") from exc
 
@@ -209,6 +233,40 @@ def small_end(table: EfficiencyTable, members: Sequence[Point],
     return fixed, slope
 
 
+def score_elements(work: "Work") -> float:
+    """The elements of an attention's score matrix (query rows x keys x heads and batch), 0 when
+    its shape does not say."""
+    dims = gemm_dims(work, "attention")
+    return dims[0] * dims[1] * dims[3] if dims else 0.0
+
+
+def on_score_line(model_s: float, work: "Work", line: tuple[float, float]) -> float:
+    """The model's time of ``work`` plus ``line``'s fixed seconds and seconds per score element."""
+    return model_s + line[0] + line[1] * score_elements(work)
+
+
+def score_line(members: Sequence[Point]) -> tuple[float, float] | None:
+    """``(fixed seconds, seconds per score element)``: the least-squares line of what the members'
+    measured times exceed the model's by, over their score elements; through zero when the free
+    line's fixed cost came out negative, the slope never negative. None with fewer than two
+    score sizes."""
+    xs = [score_elements(work) for work, _, _, _ in members]
+    ys = [measured_s - predicted_s for _, predicted_s, measured_s, _ in members]
+    if len({x for x in xs if x > 0}) < 2:
+        return None
+    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
+    spread = sum((x - mean_x) ** 2 for x in xs)
+    per = max(sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys)) / spread, 0.0)
+    fixed = mean_y - per * mean_x
+    if fixed < 0:
+        fixed, per = 0.0, max(sum(x * y for x, y in zip(xs, ys)) / sum(x * x for x in xs), 0.0)
+    return fixed, per
+
+
+def _line_key(key: str) -> bool:
+    return key.split(":", 1)[0].split("@", 1)[0] in LINE_CLASSES
+
+
 def _table(key: str, amount: str, points: Sequence[Point]) -> EfficiencyTable:
     probe = EfficiencyTable(key, amount, (0.0,), (1.0,))
     sizes = [probe.size_of(w) for w, _, _, _ in points]
@@ -250,13 +308,17 @@ def fit_classes_with_residuals(points: Sequence[Point], level: float, host_s: Se
     own_residuals: dict[str, list[float]] = {}   # those of the key's own cases (class_key is the key)
     by_point: dict[int, float] = {}
     scored: list[tuple[str, float]] = []         # (class key, interior residual), once per point
+    lines = {key: score_line(members) for key, (_, members) in fits.items() if _line_key(key)}
     for key, (table, members) in fits.items():
         member_sizes = [table.size_of(p[0]) for p in members]
         for index, point in enumerate(members):
             work, predicted_s, measured_s, _ = point
             rest = [p for other, p in enumerate(members) if other != index]
-            loo = _table(key, table.size, rest) if rest else table
-            residual = math.log(measured_s * loo.at(loo.size_of(work)) / predicted_s)
+            if lines.get(key) is not None:
+                residual = math.log(measured_s / on_score_line(predicted_s, work, score_line(rest) or (0.0, 0.0)))
+            else:
+                loo = _table(key, table.size, rest) if rest else table
+                residual = math.log(measured_s * loo.at(loo.size_of(work)) / predicted_s)
             others = [size for other, size in enumerate(member_sizes) if other != index]
             inside = bool(others) and min(others) < member_sizes[index] < max(others)
             if inside:
@@ -289,11 +351,14 @@ def fit_classes_with_residuals(points: Sequence[Point], level: float, host_s: Se
             factors = (math.exp(scales[key] * low_score), math.exp(scales[key] * high_score))
             method = pooled_method
         sizes = [math.log10(table.size_of(w)) for w, _, _, _ in members]
+        line = lines.get(key)
+        if line is not None:
+            table = EfficiencyTable(key, table.size, (min(sizes),), (1.0,))
         out[key] = ClassFit(key, table, (min(sizes), max(sizes)), len(members),
                             tuple(sorted({op for _, _, _, op in members})), factors, method,
                             # a pooled key (every dtype, or no dtype) mixes cases whose small
                             # ends differ: only a class of one dtype has one
-                            small_end(table, members, hosts) if _one_dtype(key) else None)
+                            small_end(table, members, hosts) if _one_dtype(key) and line is None else None, line)
     return out, [by_point.get(id(point)) for point in points]
 
 
