@@ -246,6 +246,12 @@ def size_amount(op_class: str) -> str:
     return "bytes"
 
 
+def keyed_class_of(key: str) -> str:
+    """The keyed class a class key names, without framework and dtype (``gemm.skinny`` of
+    ``gemm.skinny@numpy:fp32``)."""
+    return key.split(":", 1)[0].split("@", 1)[0]
+
+
 def key_size_amount(key: str) -> str:
     """The Work amount a class key's curve is over: its op class's (:func:`size_amount`), but bytes
     for a skinny GEMM's keys (``gemm.skinny``, ``gemm.skinny.linear``). With m or n of at most
@@ -256,7 +262,7 @@ def key_size_amount(key: str) -> str:
     it read -18..-25% on six sets of three rounds on a Xeon guest, -10..-17% over bytes (priced
     past the largest case, its interval widened); the replayed decode steps' skinny products
     moved with it (GPT-2's ``addmm`` 21.5-26.9% -> 19.1-21.5% median, three of those sets)."""
-    keyed = key.split(":", 1)[0].split("@", 1)[0]
+    keyed = keyed_class_of(key)
     if keyed.split(".")[:2] == ["gemm", "skinny"]:
         return "bytes"
     return size_amount(keyed.split(".", 1)[0])

@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from ..errors import FormatError, UsageError
 from ..models.opclass import ALLOC_KIND, dispatch_extra_s, dispatch_s
 from ..models.opclass_costs import gemm_dims, op_class_of
-from .class_keys import class_key, fitted_keys, key_size_amount, lookup_keys
+from .class_keys import class_key, fitted_keys, key_size_amount, keyed_class_of, lookup_keys
 from .efficiency import (CALIBRATION_VERSION, RECORD_KINDS, EfficiencyTable, check_record_version, conformal_interval,
                          fit_efficiency)
 from .moderated import scale_prior
@@ -117,9 +117,10 @@ class ClassFit:
         # extra (a scalar operand, a module call) its own dispatch case's: not the class's efficiency
         pages_s = sum(v for term, v in prediction.breakdown.items() if term.startswith(f"{ALLOC_KIND}:"))
         unscaled_s = pages_s + dispatch_extra_s(prediction)
-        time_s = max((prediction.time_s - unscaled_s) / self.table.at(size) + unscaled_s, floor_s)
         if self.line is not None:
             time_s = max(on_score_line(prediction.time_s, work, self.line), floor_s)
+        else:
+            time_s = max((prediction.time_s - unscaled_s) / self.table.at(size) + unscaled_s, floor_s)
         low, high = self.factors
         notes = list(prediction.notes)
         x = math.log10(size) if size > 0 else self.log10_range[0]
@@ -263,10 +264,6 @@ def score_line(members: Sequence[Point]) -> tuple[float, float] | None:
     return fixed, per
 
 
-def _line_key(key: str) -> bool:
-    return key.split(":", 1)[0].split("@", 1)[0] in LINE_CLASSES
-
-
 def _table(key: str, amount: str, points: Sequence[Point]) -> EfficiencyTable:
     probe = EfficiencyTable(key, amount, (0.0,), (1.0,))
     sizes = [probe.size_of(w) for w, _, _, _ in points]
@@ -308,7 +305,7 @@ def fit_classes_with_residuals(points: Sequence[Point], level: float, host_s: Se
     own_residuals: dict[str, list[float]] = {}   # those of the key's own cases (class_key is the key)
     by_point: dict[int, float] = {}
     scored: list[tuple[str, float]] = []         # (class key, interior residual), once per point
-    lines = {key: score_line(members) for key, (_, members) in fits.items() if _line_key(key)}
+    lines = {key: score_line(members) for key, (_, members) in fits.items() if keyed_class_of(key) in LINE_CLASSES}
     for key, (table, members) in fits.items():
         member_sizes = [table.size_of(p[0]) for p in members]
         for index, point in enumerate(members):
