@@ -7,8 +7,10 @@ timings), all into one run file per round (``--rounds``, 3 by default, each a fr
 calibrates each model on the microbenchmark cases alone (``charz calibrate``'s file, every case
 at the median of its rounds) and scores with that file passed by its path, as a user predicts,
 and prints, for the workload ops and the workloads end to end, the acceptance figures: median and
-P90 |measured / predicted - 1|, the share within 2x, and the coverage of the 90% intervals; the
-error per op class; and every op or workload beyond 2x or outside its interval.
+P90 |measured / predicted - 1|, the share within 2x, and the coverage of the 90% intervals (with
+the P90 of each row's distance from its prediction in units of its interval's half on that side,
+1.0 for calibrated intervals: ``validation.workloads.summary``); the error per op class; and every
+op or workload beyond 2x or outside its interval.
 
     python benchmarks/heldout_workloads.py                      # quick sizes, PyTorch's threads
     python benchmarks/heldout_workloads.py --threads 1 --full   # one thread, full sampling budgets
@@ -131,8 +133,10 @@ def _pct(value: float | None) -> str:
 
 
 def _row(name: str, s: Mapping[str, Any]) -> str:
+    score = s.get("interval_score_p90")
     return (f"  {name:<24} n={s['n']:<4} median {_pct(s['median_abs']):>7}  P90 {_pct(s['p90_abs']):>7}  "
-            f"within 2x {_pct(s['within_2x']):>7}  coverage {_pct(s['coverage']):>7}")
+            f"within 2x {_pct(s['within_2x']):>7}  coverage {_pct(s['coverage']):>7}  "
+            f"interval score P90 {'-' if score is None else f'{score:.2f}':>5}")
 
 
 def verdict(s: Mapping[str, Any]) -> str:

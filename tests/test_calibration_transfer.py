@@ -161,6 +161,33 @@ def test_calibrated_on_microbenchmarks_the_heldout_workloads_are_predicted() -> 
     assert set(summary["by_class"]) >= {"gemm", "elementwise", "transcendental", "softmax", "norm", "transpose", "copy"}
 
 
+def test_the_interval_score_sizes_the_intervals_where_the_coverage_only_counts() -> None:
+    # failure kind: 68 of 68 held-out rows inside read as intervals too wide, while three of them
+    # sat at 0.97-0.99 of the way to their ends; the count alone cannot tell
+    from pytest_charz.validation.workloads import Scored, summary
+
+    def row(measured: float, interval: tuple[float, float] = (0.8, 1.25)) -> Scored:
+        return Scored("case", "op", "op", "elementwise", measured, 1.0, interval)
+
+    up, down = math.log(1.25), math.log(1 / 0.8)
+    assert row(1.0).interval_score == 0.0
+    assert row(math.exp(0.5 * up)).interval_score == pytest.approx(0.5)
+    assert row(math.exp(-0.99 * down)).interval_score == pytest.approx(0.99) and row(math.exp(-0.99 * down)).inside
+    assert row(math.exp(1.5 * up)).interval_score == pytest.approx(1.5) and not row(math.exp(1.5 * up)).inside
+    assert row(0.5, (0.0, 2.0)).interval_score == math.inf      # an interval down to nothing: no scale
+    # nine rows inside at 0.1-0.9 of their ends and one outside: 90% covered, and the P90 is the
+    # ninth row's 0.9 (the intervals are as wide as a 90% interval should be)
+    rows = [row(math.exp((-1) ** i * f * (up if i % 2 == 0 else down))) for i, f in
+            enumerate((0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9))] + [row(3.0)]
+    found = summary(rows)
+    assert found["coverage"] == pytest.approx(0.9)
+    assert found["interval_score_p90"] == pytest.approx(0.9)
+    # all inside but far from their ends: covered 100%, and the score says how much too wide
+    wide = summary([row(math.exp(f * up)) for f in (0.1, 0.2, 0.3, 0.4)])
+    assert wide["coverage"] == 1.0 and wide["interval_score_p90"] == pytest.approx(0.4)
+    assert summary([])["interval_score_p90"] is None
+
+
 def test_class_calibration_applies_to_user_work_without_variant_keys() -> None:
     # failure kind: tables keyed on suite variants (gemm:fp32@kernel=..,threads=..) changed nothing
     micro = [c for c in observations([simulated_run()]) if not is_workload(c.work)]
