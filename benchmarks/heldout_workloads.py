@@ -9,8 +9,10 @@ at the median of its rounds) and scores with that file passed by its path, as a 
 and prints, for the workload ops and the workloads end to end, the acceptance figures: median and
 P90 |measured / predicted - 1|, the share within 2x, and the coverage of the 90% intervals (with
 the P90 of each row's distance from its prediction in units of its interval's half on that side,
-1.0 for calibrated intervals: ``validation.workloads.summary``); the error per op class; and every
-op or workload beyond 2x or outside its interval.
+1.0 for calibrated intervals: ``validation.workloads.summary``); the error per op class; each
+multi-op workload end to end split into its ops timed alone and the rest, measured against
+predicted (``WorkloadValidation.splits``: which half an end to end misses in); and every op or
+workload beyond 2x or outside its interval.
 
     python benchmarks/heldout_workloads.py                      # quick sizes, PyTorch's threads
     python benchmarks/heldout_workloads.py --threads 1 --full   # one thread, full sampling budgets
@@ -132,6 +134,10 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:8.1f} us"
+
+
 def _row(name: str, s: Mapping[str, Any]) -> str:
     score = s.get("interval_score_p90")
     return (f"  {name:<24} n={s['n']:<4} median {_pct(s['median_abs']):>7}  P90 {_pct(s['p90_abs']):>7}  "
@@ -214,6 +220,13 @@ def report(runs: Sequence[str], models: Sequence[str], calibration: str | None =
                 print(f"  per op class ({source}):")
                 for name, s in parts["by_class"].items():
                     print(_row(name, s))
+            if data["split"]:
+                print("  end to end, split: its ops each timed alone | the rest (model code, and what the ops "
+                      "lose in the workload's order)")
+                for row in data["split"]:
+                    print(f"    {row['case'][-48:]:<48} error {100 * (row['measured_s'] / row['predicted_s'] - 1):+6.1f}%"
+                          f"  ops alone {_us(row['kernels_measured_s'])} against {_us(row['kernels_predicted_s'])}"
+                          f"  rest {_us(row['rest_measured_s'])} against {_us(row['rest_predicted_s'])}")
             print("  beyond 2x or outside the interval:")
             for case in data["stops_transferring"][:25]:
                 extrapolated = any(n.startswith("extrapolated") for n in case["notes"])

@@ -121,7 +121,9 @@ def heldout_works() -> list[tuple[str, list[tuple[str, Work]]]]:
     return workloads + [("tiny-chain", chain), ("mlp", layer)]
 
 
-def simulated_run(seed: int = 0) -> Run:
+def simulated_run(seed: int = 0, order_cost: float = 1.0) -> Run:
+    """The simulated host's run: its microbenchmarks, then its held-out cases, a multi-op case's
+    whole ``order_cost`` times the sum of its steps timed alone."""
     rng = np.random.default_rng(seed)
     cases = []
     for name, work in micro_works():
@@ -139,8 +141,8 @@ def simulated_run(seed: int = 0) -> Run:
         ops = [OpTiming(label, work.op, "heldout", seconds, work).to_json() for label, work, seconds in timed]
         whole = Work(flops=sum(w.total_flops for _, w, _ in timed), bytes=sum(w.total_bytes for _, w, _ in timed),
                      launches=len(steps), op="workload", shape={"workload": name})
-        cases.append(case_json(f"suites/test_heldout.py::test_heldout_cpu[{name}]", whole.to_json(), total,
-                               measurement=measurement_json(total, kept=5), ops=ops))
+        cases.append(case_json(f"suites/test_heldout.py::test_heldout_cpu[{name}]", whole.to_json(),
+                               total * order_cost, measurement=measurement_json(total * order_cost, kept=5), ops=ops))
     data = run_json(cases, target_id="cpu", name="simulated host", kind="cpu", spec=spec_json())
     return Run.from_json(data, "simulated run")
 
@@ -159,6 +161,26 @@ def test_calibrated_on_microbenchmarks_the_heldout_workloads_are_predicted() -> 
     assert summary["all"]["within_2x"] >= 0.9
     assert summary["all"]["coverage"] >= 0.8
     assert set(summary["by_class"]) >= {"gemm", "elementwise", "transcendental", "softmax", "norm", "transpose", "copy"}
+
+
+def test_an_end_to_end_miss_is_split_into_its_ops_alone_and_the_rest() -> None:
+    # failure kind: a layer read +12% end to end and the report could not say whether its ops or
+    # what surrounds them (the order they run in, the model code) were priced short
+    (found,) = validate_workloads([simulated_run(order_cost=1.2)], "opclass")
+    splits = found.splits()
+    multi = [r for r in found.workloads if any(o.case_id == r.case_id and o.name != r.case_id for o in found.ops)]
+    assert multi and {s["case"] for s in splits} == {r.case_id for r in multi}
+    for split in splits:
+        steps = [o for o in found.ops if o.case_id == split["case"]]
+        assert split["kernels_measured_s"] == pytest.approx(sum(o.measured_s for o in steps))
+        assert split["kernels_predicted_s"] == pytest.approx(sum(o.predicted_s for o in steps))
+        # the whole took 1.2x its steps: the 20% is the rest's, which a held-out case does not price
+        assert split["rest_measured_s"] == pytest.approx(0.2 * split["kernels_measured_s"])
+        assert split["rest_predicted_s"] == pytest.approx(0.0, abs=1e-15)
+        assert split["measured_s"] == pytest.approx(split["kernels_measured_s"] + split["rest_measured_s"])
+    assert found.to_json()["split"] == splits
+    # a one-op case has nothing to split
+    assert all(r.kernels_s is None for r in found.workloads if r not in multi)
 
 
 def test_the_interval_score_sizes_the_intervals_where_the_coverage_only_counts() -> None:

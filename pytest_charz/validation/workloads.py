@@ -87,6 +87,10 @@ class Scored:
     interval_s: tuple[float, float]
     notes: tuple[str, ...] = ()
     source: str = HELDOUT
+    #: a multi-op workload's ops each timed alone and priced alone, summed: (measured, predicted)
+    #: seconds; what the end to end holds beyond them is its model code's and its order's
+    #: (:meth:`WorkloadValidation.splits`). None for an op, or where an op went untimed or unpriced
+    kernels_s: tuple[float, float] | None = None
 
     @property
     def error(self) -> float:
@@ -117,7 +121,9 @@ class Scored:
         return {"case": self.case_id, "name": self.name, "level": self.level, "op_class": self.op_class,
                 "measured_s": self.measured_s, "predicted_s": self.predicted_s, "interval_s": list(self.interval_s),
                 "error": self.error, "within_2x": self.within_2x, "inside": self.inside, "notes": list(self.notes),
-                "source": self.source}
+                "source": self.source,
+                **({"kernels_measured_s": self.kernels_s[0], "kernels_predicted_s": self.kernels_s[1]}
+                   if self.kernels_s is not None else {})}
 
 
 def summary(rows: Sequence[Scored]) -> dict[str, Any]:
@@ -186,6 +192,7 @@ def _score_case(core: Predictor, merged: WorkloadCase) -> tuple[list[Scored], Sc
     scored: list[Scored] = []
     parts: list[tuple[str, float, float, float]] = []
     missing: list[dict[str, str]] = []
+    kernels: list[tuple[float, float]] = []    # (measured, predicted) of each op timed and priced alone
     for name, work, alone, time_s in ops:
         prediction = core.predict(work)
         if not prediction.covered:
@@ -198,6 +205,7 @@ def _score_case(core: Predictor, merged: WorkloadCase) -> tuple[list[Scored], Sc
             if own.covered:
                 scored.append(Scored(case.id, name, "op", op_class, time_s, own.time_s, own.interval_s, own.notes,
                                      source))
+                kernels.append((time_s, own.time_s))
     measured = merged.measured_s
     if missing or not parts or measured is None or not measured > 0:
         return scored, None, missing
@@ -205,7 +213,10 @@ def _score_case(core: Predictor, merged: WorkloadCase) -> tuple[list[Scored], Sc
     if not case.ops:  # a one-op case: the op is the workload
         work = ops[0][1]
         scored.append(Scored(case.id, case.id, "op", op_class_of(work), measured, total, (low, high), source=source))
-    return scored, Scored(case.id, case.id, "workload", "workload", measured, total, (low, high), source=source), missing
+    split = ((sum(m for m, _ in kernels), sum(p for _, p in kernels))
+             if case.ops and len(kernels) == len(case.ops) else None)
+    return scored, Scored(case.id, case.id, "workload", "workload", measured, total, (low, high), source=source,
+                          kernels_s=split), missing
 
 
 @dataclass(frozen=True)
@@ -235,6 +246,22 @@ class WorkloadValidation:
                            "by_class": self.by_class(source)}
         return out
 
+    def splits(self) -> list[dict[str, Any]]:
+        """Each multi-op workload end to end split in two, measured and predicted: its ops each
+        timed alone and priced alone (``kernels``), and the rest (``rest``): the model code
+        around its ops, and what they lose in the workload's order against their times alone (a
+        held-out case's steps run in turn, priced as nothing: its whole is its steps' sum).
+        Where an end to end misses, this says which half: the kernels, or what surrounds them."""
+        out = []
+        for r in self.workloads:
+            if r.kernels_s is None:
+                continue
+            kernels_m, kernels_p = r.kernels_s
+            out.append({"case": r.case_id, "source": r.source, "measured_s": r.measured_s, "predicted_s": r.predicted_s,
+                        "kernels_measured_s": kernels_m, "kernels_predicted_s": kernels_p,
+                        "rest_measured_s": r.measured_s - kernels_m, "rest_predicted_s": r.predicted_s - kernels_p})
+        return out
+
     def stops_transferring(self) -> list[Scored]:
         """Ops and workloads off by more than 2x or outside their interval, worst first."""
         found = [r for r in (*self.ops, *self.workloads) if not r.within_2x or not r.inside]
@@ -246,7 +273,7 @@ class WorkloadValidation:
                 "ops": summary(self.ops), "workloads": summary(self.workloads),
                 "all": summary([*self.ops, *self.workloads]), "by_class": self.by_class(None),
                 "by_source": self.by_source(),
-                "stops_transferring": [r.to_json() for r in self.stops_transferring()],
+                "stops_transferring": [r.to_json() for r in self.stops_transferring()], "split": self.splits(),
                 "not_covered": [dict(m) for m in self.not_covered], "classes": dict(self.classes),
                 "cases": [r.to_json() for r in (*self.ops, *self.workloads)]}
 
