@@ -134,10 +134,6 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
-def _us(seconds: float) -> str:
-    return f"{seconds * 1e6:8.1f} us"
-
-
 def _row(name: str, s: Mapping[str, Any]) -> str:
     score = s.get("interval_score_p90")
     return (f"  {name:<24} n={s['n']:<4} median {_pct(s['median_abs']):>7}  P90 {_pct(s['p90_abs']):>7}  "
@@ -172,6 +168,7 @@ def report(runs: Sequence[str], models: Sequence[str], calibration: str | None =
     """Score ``runs`` with each of ``models``; the calibrations fitted for them are written beside
     the first run, or in ``calibration_dir`` (a recorded run's folder is not written to)."""
     sys.path.insert(0, ROOT)
+    from pytest_charz.units import format_time
     from pytest_charz.validation.workloads import validate_workloads
 
     found = False
@@ -224,9 +221,10 @@ def report(runs: Sequence[str], models: Sequence[str], calibration: str | None =
                 print("  end to end, split: its ops each timed alone | the rest (model code, and what the ops "
                       "lose in the workload's order)")
                 for row in data["split"]:
-                    print(f"    {row['case'][-48:]:<48} error {100 * (row['measured_s'] / row['predicted_s'] - 1):+6.1f}%"
-                          f"  ops alone {_us(row['kernels_measured_s'])} against {_us(row['kernels_predicted_s'])}"
-                          f"  rest {_us(row['rest_measured_s'])} against {_us(row['rest_predicted_s'])}")
+                    print(f"    {row['case'][-48:]:<48} error {100 * row['error']:+6.1f}%"
+                          f"  ops alone {format_time(row['kernels_measured_s']):>9} against "
+                          f"{format_time(row['kernels_predicted_s']):>9}  rest {format_time(row['rest_measured_s']):>9} "
+                          f"against {format_time(row['rest_predicted_s']):>9}")
             print("  beyond 2x or outside the interval:")
             for case in data["stops_transferring"][:25]:
                 extrapolated = any(n.startswith("extrapolated") for n in case["notes"])

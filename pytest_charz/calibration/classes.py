@@ -295,23 +295,30 @@ def fit_classes_with_residuals(points: Sequence[Point], level: float, host_s: Se
     :func:`fit_classes`."""
     hosts = {id(point): seconds for point, seconds in zip(points, host_s or ())}
     fits: dict[str, tuple[EfficiencyTable, list[Point]]] = {}
+    lines: dict[str, tuple[float, float]] = {}   # a class of LINE_CLASSES: its line, its table flat
     for key, members in _groups(points).items():
         amount = key_size_amount(key)
         probe = EfficiencyTable(key, amount, (0.0,), (1.0,))
         members = [p for p in members if probe.size_of(p[0]) > 0]
-        if members:
+        if not members:
+            continue
+        line = score_line(members) if keyed_class_of(key) in LINE_CLASSES else None
+        if line is None:
             fits[key] = (_table(key, amount, members), members)
+        else:
+            lines[key] = line
+            fits[key] = (EfficiencyTable(key, amount, (min(math.log10(probe.size_of(p[0])) for p in members),),
+                                         (1.0,)), members)
     residuals: dict[str, list[float]] = {}       # interior leave-one-out residuals per key
     own_residuals: dict[str, list[float]] = {}   # those of the key's own cases (class_key is the key)
     by_point: dict[int, float] = {}
     scored: list[tuple[str, float]] = []         # (class key, interior residual), once per point
-    lines = {key: score_line(members) for key, (_, members) in fits.items() if keyed_class_of(key) in LINE_CLASSES}
     for key, (table, members) in fits.items():
         member_sizes = [table.size_of(p[0]) for p in members]
         for index, point in enumerate(members):
             work, predicted_s, measured_s, _ = point
             rest = [p for other, p in enumerate(members) if other != index]
-            if lines.get(key) is not None:
+            if key in lines:
                 residual = math.log(measured_s / on_score_line(predicted_s, work, score_line(rest) or (0.0, 0.0)))
             else:
                 loo = _table(key, table.size, rest) if rest else table
@@ -349,8 +356,6 @@ def fit_classes_with_residuals(points: Sequence[Point], level: float, host_s: Se
             method = pooled_method
         sizes = [math.log10(table.size_of(w)) for w, _, _, _ in members]
         line = lines.get(key)
-        if line is not None:
-            table = EfficiencyTable(key, table.size, (min(sizes),), (1.0,))
         out[key] = ClassFit(key, table, (min(sizes), max(sizes)), len(members),
                             tuple(sorted({op for _, _, _, op in members})), factors, method,
                             # a pooled key (every dtype, or no dtype) mixes cases whose small

@@ -121,9 +121,7 @@ class Scored:
         return {"case": self.case_id, "name": self.name, "level": self.level, "op_class": self.op_class,
                 "measured_s": self.measured_s, "predicted_s": self.predicted_s, "interval_s": list(self.interval_s),
                 "error": self.error, "within_2x": self.within_2x, "inside": self.inside, "notes": list(self.notes),
-                "source": self.source,
-                **({"kernels_measured_s": self.kernels_s[0], "kernels_predicted_s": self.kernels_s[1]}
-                   if self.kernels_s is not None else {})}
+                "source": self.source}
 
 
 def summary(rows: Sequence[Scored]) -> dict[str, Any]:
@@ -258,7 +256,7 @@ class WorkloadValidation:
                 continue
             kernels_m, kernels_p = r.kernels_s
             out.append({"case": r.case_id, "source": r.source, "measured_s": r.measured_s, "predicted_s": r.predicted_s,
-                        "kernels_measured_s": kernels_m, "kernels_predicted_s": kernels_p,
+                        "error": r.error, "kernels_measured_s": kernels_m, "kernels_predicted_s": kernels_p,
                         "rest_measured_s": r.measured_s - kernels_m, "rest_predicted_s": r.predicted_s - kernels_p})
         return out
 
