@@ -2,6 +2,7 @@
 from it, and the held-out rows scored against spec-only predictions."""
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import Mapping
 
@@ -9,7 +10,7 @@ import pytest
 
 from pytest_charz.errors import SpecError
 from pytest_charz.published import GemmCase, PublishedRow, load_measurements
-from pytest_charz.published.serving import ServingCase
+from pytest_charz.published.serving import SERVING_KINDS, ServingCase
 from pytest_charz.published.score import fitted_fractions, gemm_work, held_out_summary, score_row, score_rows
 from pytest_charz.published.table import TABLE_PATH
 from pytest_charz.report.published_report import render_published_markdown, write_published_report
@@ -68,8 +69,13 @@ def test_held_out_rows_meet_the_spec_only_acceptance() -> None:
     scored = score_rows()
     summary = held_out_summary(scored)
     assert summary["unpredicted"] == {}
-    assert summary["rows"] >= 15 and len(summary["targets"]) >= 4
-    assert summary["median_abs_error"] <= 0.10
+    assert summary["rows"] >= 30 and len(summary["targets"]) >= 4
+    # the acceptance of the spec-only table: median |time error| 5% or less, the LLM serving rows
+    # 8% or less (at least 10 of them), none beyond 25%
+    assert summary["median_abs_error"] <= 0.05
+    serving = [abs(s.error) for s in scored if s.row.held_out and s.error is not None and s.row.kind in SERVING_KINDS]
+    assert len(serving) >= 10 and statistics.median(serving) <= 0.08
+    assert summary["max_abs_error"] <= 0.25
     # A fitted-on row of a catalogue target is reproduced by the prior fitted on it.
     mi250x = next(s for s in scored if s.row.id == "mi250x-mamf-bf16-2024")
     assert abs(mi250x.error) < 0.01  # type: ignore[arg-type]
