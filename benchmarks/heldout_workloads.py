@@ -217,10 +217,10 @@ def report(runs: Sequence[str], models: Sequence[str], calibration: str | None =
                 print(f"  per op class ({source}):")
                 for name, s in parts["by_class"].items():
                     print(_row(name, s))
-            if data["split"]:
+            if data["end_to_end_split"]:
                 print("  end to end, split: its ops each timed alone | the rest (model code, and what the ops "
                       "lose in the workload's order)")
-                for row in data["split"]:
+                for row in data["end_to_end_split"]:
                     print(f"    {row['case'][-48:]:<48} error {100 * row['error']:+6.1f}%"
                           f"  ops alone {format_time(row['kernels_measured_s']):>9} against "
                           f"{format_time(row['kernels_predicted_s']):>9}  rest {format_time(row['rest_measured_s']):>9} "

@@ -271,7 +271,8 @@ class WorkloadValidation:
                 "ops": summary(self.ops), "workloads": summary(self.workloads),
                 "all": summary([*self.ops, *self.workloads]), "by_class": self.by_class(None),
                 "by_source": self.by_source(),
-                "stops_transferring": [r.to_json() for r in self.stops_transferring()], "split": self.splits(),
+                "stops_transferring": [r.to_json() for r in self.stops_transferring()],
+                "end_to_end_split": self.splits(),
                 "not_covered": [dict(m) for m in self.not_covered], "classes": dict(self.classes),
                 "cases": [r.to_json() for r in (*self.ops, *self.workloads)]}
 
