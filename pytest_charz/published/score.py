@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 from ..errors import UsageError
 from ..work import Collective, Work
-from .serving import ServingCase, score_serving_row
+from .serving import SERVING_KINDS, ServingCase, score_serving_row
 from .table import CollectiveCase, GemmCase, PublishedRow, StreamCase, load_measurements
 
 BYTES_PER_ELEMENT = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int32": 4}
@@ -104,13 +104,22 @@ def score_rows(rows: Sequence[PublishedRow] | None = None) -> list[ScoredRow]:
 
 def held_out_summary(scored: Sequence[ScoredRow]) -> dict[str, Any]:
     """Median and largest |time error| over the held-out rows that were predicted, their count,
-    the targets they cover, and the held-out rows left unpredicted (with why)."""
+    the targets they cover, and the held-out rows left unpredicted (with why); ``by_level``: the
+    count and median of the end-to-end LLM serving rows (``serving``) and of the kernel-level
+    ones (``kernel``: GEMM, copy and collective rows) apart, which an acceptance judges apart."""
     held = [s for s in scored if s.row.held_out]
-    errors = [abs(s.error) for s in held if s.error is not None]
-    return {"rows": len(errors), "targets": sorted({s.row.target for s in held if s.error is not None}),
+    predicted = [s for s in held if s.error is not None]
+    errors = [abs(s.error) for s in predicted]  # type: ignore[arg-type]
+    by_level = {}
+    for level, rows in (("serving", [s for s in predicted if s.row.kind in SERVING_KINDS]),
+                        ("kernel", [s for s in predicted if s.row.kind not in SERVING_KINDS])):
+        level_errors = [abs(s.error) for s in rows]  # type: ignore[arg-type]
+        by_level[level] = {"rows": len(level_errors),
+                           "median_abs_error": statistics.median(level_errors) if level_errors else None}
+    return {"rows": len(errors), "targets": sorted({s.row.target for s in predicted}),
             "median_abs_error": statistics.median(errors) if errors else None,
             "max_abs_error": max(errors) if errors else None,
-            "within_10pct": sum(e <= 0.10 for e in errors),
+            "within_10pct": sum(e <= 0.10 for e in errors), "by_level": by_level,
             "unpredicted": {s.row.id: s.reason for s in held if s.error is None}}
 
 

@@ -31,9 +31,13 @@ def summary_line(scored: Sequence[ScoredRow]) -> str:
     summary = held_out_summary(scored)
     if summary["median_abs_error"] is None:
         return "published measurements: no held-out row was predicted"
+    levels = "".join(f", the {level['rows']} {name} {level['median_abs_error']:.1%}"
+                     for name, level in (("LLM serving rows", summary["by_level"]["serving"]),
+                                         ("kernel-level rows", summary["by_level"]["kernel"]))
+                     if level["rows"])
     return (f"published measurements, spec-only: median |time error| {summary['median_abs_error']:.1%} "
             f"over {summary['rows']} held-out rows on {len(summary['targets'])} targets "
-            f"({', '.join(summary['targets'])}); {summary['within_10pct']} within 10%, "
+            f"({', '.join(summary['targets'])}){levels}; {summary['within_10pct']} within 10%, "
             f"largest {summary['max_abs_error']:.1%}")
 
 
