@@ -475,3 +475,25 @@ def test_a_patch_embedding_is_its_own_convolution_class() -> None:
                     (torch.nn.Conv2d(8, 8, 1), torch.randn(1, 8, 4, 4))):
         work = capture(conv, x).ops[0].work
         assert "patch" not in work.shape and class_key(work) == "conv:fp32"
+
+
+def test_a_phase_counts_its_forwards_python_calls_as_capture_does() -> None:
+    # failure kind: capture_phase recorded no python_calls, so the model code of a graph it captured
+    # was priced without its per-call figure, short of the same forward captured by capture()
+    model = tiny_llama()
+    capture_phase(model, "prefill", 1, seq=8)            # first call's lazy set-up out of the counts
+    prefill = capture_phase(model, "prefill", 1, seq=8)
+    ids = torch.randint(1, 256, (1, 8), device="meta")
+    with torch.no_grad():
+        same = capture(model, input_ids=ids, use_cache=True)
+    counts = [op.work.shape.get("python_calls") for op in prefill.ops]
+    assert None not in counts and sum(counts) > len(counts)
+    assert sum(counts) == sum(op.work.shape["python_calls"] for op in same.ops)
+    decode = capture_phase(model, "decode", 1, context=8)
+    assert all("python_calls" in op.work.shape for op in decode.ops)
+    # a training step: the forward's ops counted, the backward's and the optimizer's not (no
+    # model code of the forward runs there)
+    train = capture_phase(model, "train", 1, seq=8)
+    counted = [op for op in train.ops if "python_calls" in op.work.shape]
+    assert counted and not any(op.attrs.get("backward") or op.attrs.get("optimizer") for op in counted)
+    assert any(op.attrs.get("optimizer") for op in train.ops)

@@ -14,6 +14,10 @@ and captures them with :mod:`.capture`:
 * ``forward``: one forward without a cache (encoders: BERT's ``input_ids``, ViT's
   ``pixel_values`` of the config's image size, where ``seq`` is ignored).
 
+The forward's Python calls are counted as :func:`~.capture.capture` counts them (each forward
+op's ``shape["python_calls"]``), so the model code of the same forward is priced the same from
+either; a train step's backward and optimizer ops carry none (no forward code runs there).
+
 Mixture-of-experts routing (Mixtral): the router's ``topk`` picks experts from values that meta
 tensors do not have, and transformers' default ("eager") experts loop calls ``nonzero`` on the
 routing mask, which cannot run on meta (and on a real device runs only the experts the data
@@ -184,12 +188,18 @@ def _run_phase(model: Any, phase: str, batch: int, seq: int, context: int, devic
     with recording(model) as recorder, _unpacked_sequences():
         if moe:
             recorder.grouped_attrs = {"routing": ROUTING_NOTE}
+        # the forward's Python calls counted as capture() counts them (its ops' python_calls, the
+        # model code's figure per call): a graph of the same forward prices the same either way
         if optimizer is None:
-            with torch.no_grad():
+            with torch.no_grad(), recorder.paths.counting():
                 model(**inputs)
+            recorder.python_calls_after()
         else:
             with torch.enable_grad():
-                loss = model(**inputs).loss
+                with recorder.paths.counting():
+                    loss = model(**inputs).loss
+                recorder.python_calls_after()
+                recorder.paths.python = None   # backward and the optimizer's step: not the forward's code
                 loss.backward()
             recorder.paths.override, recorder.extra_attrs = "optimizer", {"optimizer": True}
             recorder.host_scalars_fold = True  # AdamW's step counter is a host-side CPU scalar
