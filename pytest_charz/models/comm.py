@@ -150,8 +150,10 @@ _NCCL_NVLS = ("NVLS fraction 1.075: 8-GPU all-reduce busbw 215 GB/s on an H800 (
               "direction) with NVLink SHARP (https://github.com/NVIDIA/nccl/issues/1374, 2024-07-24; "
               "table row h800-nccl-nvls-allreduce, role fitted-on)")
 #: Collective library figures by the spec's peer link name (module docstring). NVLink3 carries
-#: NVLink4's ring fraction (no published busbw of its own in the table); RCCL over Infinity
-#: Fabric has no entry until a published rccl-tests busbw is in the table.
+#: NVLink4's ring fraction (no published NVLink3 busbw is fitted on; the held-out row
+#: a100-sxm-azure-nccl-allreduce, 231.58 GB/s at 8 GiB on eight A100 SXM, 0.772 of NVLink3's 300
+#: GB/s, reads it 6% fast); RCCL over Infinity Fabric has no entry until a published rccl-tests
+#: busbw is in the table.
 COLLECTIVE_LIBRARIES: Mapping[str, CollectiveLibrary] = {
     "nvlink4": CollectiveLibrary(0.822, 1.075, f"{_NCCL_RING}; {_NCCL_NVLS}"),
     "nvlink3": CollectiveLibrary(0.822, None, f"{_NCCL_RING}, carried to NVLink3"),
