@@ -65,7 +65,7 @@ def test_no_held_out_row_shares_a_target_with_the_rows_its_prior_was_fitted_on()
             assert row.target not in fitted_targets[rule], row.id
 
 
-def test_held_out_rows_meet_the_spec_only_acceptance() -> None:
+def test_held_out_rows_against_the_spec_only_acceptance_and_its_named_gap() -> None:
     scored = score_rows()
     summary = held_out_summary(scored)
     assert summary["unpredicted"] == {}

@@ -49,7 +49,7 @@ def test_every_serving_row_is_predicted_within_a_factor_of_two(scored: dict[str,
     assert all(-0.5 < error < 1.0 for error in scored.values()), scored
 
 
-def test_the_16_bit_rows_meet_the_acceptance(scored: dict[str, float]) -> None:
+def test_the_16_bit_rows_meet_the_acceptance_but_the_short_first_token_rows(scored: dict[str, float]) -> None:
     # TensorRT-LLM's rows whose GEMMs run in 16 bits (A100 FP16); the fp8 rows also depend on the
     # fp8 GEMM efficiency, a kernel-level fit of its own, and vLLM's latency rows on its engine's
     # per-step host work (below). The first-token rows of a 128-token prompt are a known gap of
