@@ -110,9 +110,9 @@ class Scored:
         interval's end on the measurement's side: at most 1 inside, above 1 outside (inf where
         that end is the prediction itself or the low end is 0)."""
         distance = math.log(self.measured_s / self.predicted_s)
-        end = self.interval_s[1] if distance > 0 else self.interval_s[0]
         if distance == 0:
             return 0.0
+        end = self.interval_s[1] if distance > 0 else self.interval_s[0]
         if end <= 0 or end == self.predicted_s:
             return math.inf
         return abs(distance) / abs(math.log(end / self.predicted_s))

@@ -172,8 +172,10 @@ class Recorder:
 
     def python_calls_after(self) -> None:
         """The model code's Python calls after its last op (its outputs wrapped, its cache
-        handed back) added to the last forward op's: the forward's whole Python is counted."""
+        handed back) added to the last forward op's: the forward's whole Python is counted, and
+        nothing after it (a backward's or an optimizer's ops carry no count)."""
         python_calls = self.paths.take_python_calls()
+        self.paths.python = None
         forward = [i for i, op in enumerate(self.ops) if "python_calls" in op.work.shape]
         if not python_calls or not forward:
             return

@@ -199,7 +199,6 @@ def _run_phase(model: Any, phase: str, batch: int, seq: int, context: int, devic
                 with recorder.paths.counting():
                     loss = model(**inputs).loss
                 recorder.python_calls_after()
-                recorder.paths.python = None   # backward and the optimizer's step: not the forward's code
                 loss.backward()
             recorder.paths.override, recorder.extra_attrs = "optimizer", {"optimizer": True}
             recorder.host_scalars_fold = True  # AdamW's step counter is a host-side CPU scalar
